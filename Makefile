@@ -1,0 +1,84 @@
+# netfleet — build, test and demo entry points. `make test` and `make demo` install everything
+# they need on a fresh Debian machine (as root) and cache it under bin/.
+
+SHELL := /usr/bin/env bash
+.SHELLFLAGS := -euo pipefail -c
+.DEFAULT_GOAL := build
+
+ROOT := $(CURDIR)
+BIN := $(ROOT)/bin
+KUBE_VERSION := v1.37.2
+export KUBEBUILDER_ASSETS := $(BIN)/k8s/$(KUBE_VERSION)
+export PATH := $(BIN):$(KUBEBUILDER_ASSETS):$(PATH)
+
+CONTROLLER_GEN := $(BIN)/controller-gen
+GOLANGCI_LINT := $(BIN)/golangci-lint
+GOTESTSUM := $(BIN)/gotestsum
+HELM := $(BIN)/helm
+
+# Tests: a generous per-package timeout; each test bounds itself.
+TEST_TIMEOUT ?= 20m
+TEST_FLAGS ?= -count=1
+FUZZTIME ?= 3s
+GOTESTSUM_FORMAT ?= pkgname-and-test-fails
+
+.PHONY: all
+all: build
+
+##@ Set-up
+
+.PHONY: deps
+deps: ## Install the Debian packages netfleet needs (only the missing ones).
+	hack/install-deps.sh
+
+.PHONY: tools
+tools: ## Install the pinned Go tools into bin/.
+	hack/install-tools.sh
+
+.PHONY: test-assets
+test-assets: ## Build kube-apiserver, etcd and kubectl into bin/k8s/<version> (skipped when present).
+	hack/install-test-assets.sh
+
+##@ Code generation
+
+.PHONY: generate
+generate: ## Generate deepcopy code.
+	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./api/...
+
+.PHONY: manifests
+manifests: ## Generate CRDs and RBAC into config/ and the chart.
+	$(CONTROLLER_GEN) crd rbac:roleName=netfleet-operator paths=./api/... paths=./controllers/... \
+		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
+	hack/sync-chart-crds.sh
+
+.PHONY: verify
+verify: generate manifests ## Regenerate and fail on any diff; gofmt, go vet, golangci-lint.
+	hack/verify.sh
+
+##@ Build
+
+.PHONY: build
+build: ## Build every binary into bin/.
+	go build -o $(BIN)/ ./cmd/...
+
+##@ Test
+
+.PHONY: test
+test: deps tools test-assets verify ## Install what is needed, verify, and run every test.
+	hack/test.sh
+
+.PHONY: test-only
+test-only: ## Run every test, assuming set-up is done.
+	hack/test.sh
+
+.PHONY: bench
+bench: deps test-assets ## Run the Go benchmarks and the hack/ benchmark drivers.
+	hack/bench.sh
+
+.PHONY: fuzz
+fuzz: deps ## Run every fuzz target for FUZZTIME each (default 3s; try FUZZTIME=2m).
+	FUZZTIME=$(FUZZTIME) hack/fuzz.sh
+
+.PHONY: help
+help: ## List targets.
+	@awk 'BEGIN {FS = ":.*##"} /^[a-zA-Z_-]+:.*?##/ { printf "  %-14s %s\n", $$1, $$2 } /^##@/ { printf "\n%s\n", substr($$0, 5) }' $(MAKEFILE_LIST)

@@ -1,0 +1,88 @@
+package netcode
+
+// The game server's admin API (operator -> game server), served over HTTP on its own port.
+const (
+	// PathNetcode: PUT a ConfigPush, GET the ConfigStatus.
+	PathNetcode = "/v1/netcode"
+	// PathPeers: GET a PeersResponse.
+	PathPeers = "/v1/peers"
+	// PathHealthz, PathReadyz and PathMetrics are the liveness, readiness and Prometheus endpoints.
+	PathHealthz = "/healthz"
+	PathReadyz  = "/readyz"
+	PathMetrics = "/metrics"
+
+	// DefaultAdminPort is the admin API's TCP port in a game-server pod.
+	DefaultAdminPort = 8080
+	// DefaultGamePort is the game's UDP port in a game-server pod.
+	DefaultGamePort = 7777
+
+	// EnvAdminToken carries the admin bearer token into the game-server process. The operator
+	// sets it from a Secret reference, never as a literal value.
+	EnvAdminToken = "NETFLEET_ADMIN_TOKEN"
+	// EnvAdminPort, EnvGamePort and EnvBindAddress tell the game server where to listen.
+	EnvAdminPort   = "NETFLEET_ADMIN_PORT"
+	EnvGamePort    = "NETFLEET_GAME_PORT"
+	EnvBindAddress = "NETFLEET_BIND_ADDRESS"
+	// EnvInitialConfig optionally holds a JSON NetcodeConfig the server starts with (generation 0).
+	EnvInitialConfig = "NETFLEET_NETCODE_CONFIG"
+
+	// MaxAdminBodyBytes bounds a request body of the admin API.
+	MaxAdminBodyBytes = 64 << 10
+)
+
+// ConfigPush is the body of PUT /v1/netcode.
+type ConfigPush struct {
+	// Generation is the desired generation (the GameServer's metadata.generation). A push whose
+	// generation is older than the one running is refused with 409.
+	Generation int64 `json:"generation"`
+	// Config is the desired config; absent fields take their defaults.
+	Config NetcodeConfig `json:"config"`
+}
+
+// ConfigStatus is the answer to GET and to a successful PUT of /v1/netcode.
+type ConfigStatus struct {
+	// Generation is the generation of the config now running (0 before the first push).
+	Generation int64 `json:"generation"`
+	// Hash is Config.Hash() of the running config.
+	Hash string `json:"hash"`
+	// InstanceID identifies the process; it changes when the process restarts.
+	InstanceID string `json:"instanceID"`
+	// Config is the running config, defaulted.
+	Config NetcodeConfig `json:"config"`
+}
+
+// ErrorResponse is the body of every 4xx/5xx answer of the admin API.
+type ErrorResponse struct {
+	Error string `json:"error"`
+	// Field names the refused config field, for 422.
+	Field string `json:"field,omitempty"`
+	// Generation is the running generation, for 409.
+	Generation int64 `json:"generation,omitempty"`
+}
+
+// PeerInfo is one connected peer as the admin API reports it. Peers are named by slot index,
+// never by address or player id.
+type PeerInfo struct {
+	Slot int `json:"slot"`
+	// SendRateHz is the snapshot send rate over the last second.
+	SendRateHz float64 `json:"sendRateHz"`
+	// LossRatio is the application-level snapshot loss estimate (0..1); EnetLossRatio is ENet's own
+	// reliable-retransmission loss (0..1).
+	LossRatio     float64 `json:"lossRatio"`
+	EnetLossRatio float64 `json:"enetLossRatio"`
+	RTTMillis     float64 `json:"rttMillis"`
+	// Throttle is the congestion throttle in [floor, 1].
+	Throttle         float64 `json:"throttle"`
+	BytesSent        uint64  `json:"bytesSent"`
+	FrameBudgetBytes int     `json:"frameBudgetBytes"`
+	// RateClass is 1, 2 or 4: the session is served every RateClass-th tick.
+	RateClass int `json:"rateClass"`
+	// State is "healthy", "degraded" (backed off or rate-classed) or "stalled".
+	State string `json:"state"`
+}
+
+// PeersResponse is the answer to GET /v1/peers.
+type PeersResponse struct {
+	Tick  uint64     `json:"tick"`
+	Peers []PeerInfo `json:"peers"`
+}
