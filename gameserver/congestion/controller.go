@@ -1,0 +1,163 @@
+package congestion
+
+import (
+	"math"
+)
+
+// NeverSent is the lastSentTick of a peer that has not been sent a snapshot yet; ShouldSend
+// always sends it.
+const NeverSent = math.MaxUint64
+
+// intervalEpsilon absorbs floating-point error in 1/throttle, so a throttle of exactly one third
+// that is stored as 0.33333333333333337 or 0.3333333333333333 sends every 3 ticks, not 4.
+const intervalEpsilon = 1e-9
+
+// Sample is one tick's link signals for a peer. The zero Sample means "no link stats yet".
+type Sample struct {
+	// LossRatio is the application-level snapshot loss in [0, 1] (LossEstimator.Update).
+	LossRatio float64
+	// RTTMs is ENet's smoothed round-trip time; 0 means unknown and disables the delay trigger.
+	RTTMs uint32
+	// ReliableBytesInFlight is ENet's reliable data in transit.
+	ReliableBytesInFlight uint32
+}
+
+// Controller is one peer's AIMD congestion controller. It is a value type meant to live inside a
+// session struct; the zero Controller is disabled (throttle 1). Reset it with the peer's Params
+// when the session starts.
+type Controller struct {
+	p         Params
+	throttle  float64
+	congested bool
+	sinceEval uint32
+	// baselineUs is the running-minimum RTT in microseconds (finer than ms so that the per-tick
+	// drift of a fraction of a millisecond accumulates exactly); valid once haveBaseline is set.
+	baselineUs   uint64
+	haveBaseline bool
+}
+
+// Reset starts the controller afresh with p: throttle 1, no RTT baseline, a full eval interval
+// before the first evaluation.
+func (c *Controller) Reset(p Params) {
+	*c = Controller{p: p.sanitized(), throttle: 1}
+}
+
+// SetParams applies new Params mid-run (live reconfig). The throttle, baseline and eval phase are
+// kept; the throttle is clamped into the new [floor, 1]. Disabling pins the throttle to 1.
+func (c *Controller) SetParams(p Params) {
+	t := c.Throttle()
+	c.p = p.sanitized()
+	if !c.p.Enabled {
+		c.throttle, c.congested, c.sinceEval = 1, false, 0
+		return
+	}
+	c.throttle = min(max(t, c.p.ThrottleFloor), 1)
+}
+
+// Params returns the controller's Params as clamped into their safe ranges.
+func (c *Controller) Params() Params { return c.p }
+
+// Step advances the controller by one tick with the peer's current link signals. The RTT baseline
+// is tracked every tick; every EvalIntervalTicks-th call classifies the peer and moves the
+// throttle, which is held in between.
+func (c *Controller) Step(s Sample) {
+	c.trackBaseline(s.RTTMs)
+	if !c.p.Enabled {
+		return
+	}
+	c.sinceEval++
+	if c.sinceEval < c.p.EvalIntervalTicks {
+		return
+	}
+	c.sinceEval = 0
+	c.congested = c.classify(s)
+	if c.congested {
+		c.throttle = max(c.p.ThrottleFloor, c.throttle*c.p.DecreaseFactor)
+	} else {
+		c.throttle = min(1, c.throttle+c.p.IncreaseStep)
+	}
+}
+
+// trackBaseline keeps baseline = min(rtt, baseline + drift): it follows any fall at once and any
+// rise at no more than BaselineDriftUsPerTick per tick. An RTT of 0 is "unknown" and skipped.
+func (c *Controller) trackBaseline(rttMs uint32) {
+	if rttMs == 0 {
+		return
+	}
+	rttUs := uint64(rttMs) * 1000
+	if !c.haveBaseline {
+		c.baselineUs, c.haveBaseline = rttUs, true
+		return
+	}
+	c.baselineUs = min(rttUs, c.baselineUs+uint64(c.p.BaselineDriftUsPerTick))
+}
+
+func (c *Controller) classify(s Sample) bool {
+	if s.LossRatio > c.p.LossThreshold { // NaN compares false: no evidence, no trigger
+		return true
+	}
+	if s.ReliableBytesInFlight > c.p.BacklogThresholdBytes {
+		return true
+	}
+	if s.RTTMs == 0 || !c.haveBaseline {
+		return false
+	}
+	rttUs := uint64(s.RTTMs) * 1000
+	// Guarded subtraction: the baseline can exceed the RTT only transiently, never underflow.
+	return rttUs > c.baselineUs && rttUs-c.baselineUs > uint64(c.p.DelayMarginMs)*1000
+}
+
+// Throttle returns the current throttle in [ThrottleFloor, 1]; exactly 1 when disabled or healthy.
+func (c *Controller) Throttle() float64 {
+	if !c.p.Enabled {
+		return 1
+	}
+	return c.throttle
+}
+
+// Congested reports whether the last evaluation found the peer congested.
+func (c *Controller) Congested() bool { return c.p.Enabled && c.congested }
+
+// BaselineRTTMs returns the running-minimum RTT baseline in whole milliseconds, 0 before the
+// first RTT sample.
+func (c *Controller) BaselineRTTMs() uint32 {
+	return uint32(min(c.baselineUs/1000, math.MaxUint32))
+}
+
+// SendIntervalTicks is the rate lever: the peer is sent one snapshot every this many ticks,
+// clamp(ceil(1/throttle), 1, MaxIntervalTicks). The throttle is never below a positive floor and
+// the quotient is clamped before the conversion, so no NaN or Inf can arise.
+func (c *Controller) SendIntervalTicks() uint32 {
+	t := c.Throttle()
+	if t >= 1 {
+		return 1
+	}
+	n := math.Ceil(1/t - intervalEpsilon)
+	return uint32(min(max(n, 1), float64(c.p.MaxIntervalTicks)))
+}
+
+// ShouldSend reports whether a peer last sent at lastSentTick is due a snapshot at tick:
+// tick - lastSentTick >= SendIntervalTicks. A lastSentTick ahead of tick — NeverSent included —
+// means the peer has no send in this tick numbering, so it is sent now.
+func (c *Controller) ShouldSend(tick, lastSentTick uint64) bool {
+	if tick < lastSentTick {
+		return true
+	}
+	return tick-lastSentTick >= uint64(c.SendIntervalTicks())
+}
+
+// EffectiveBudget is the budget lever: the per-tick byte budget for a static budget,
+// max(min(static, BudgetFloorBytes), round(static*throttle)). It returns static unchanged when
+// static <= 0 (0 is unlimited: only the rate lever applies) or the throttle is 1; the floor is
+// capped at static, so a budget already below the floor is never raised.
+func (c *Controller) EffectiveBudget(static int) int {
+	t := c.Throttle()
+	if static <= 0 || t >= 1 {
+		return static
+	}
+	scaled := math.Round(float64(static) * t)
+	if scaled >= float64(static) { // float64(static) may round up; this also guards the cast
+		return static
+	}
+	return max(min(static, c.p.BudgetFloorBytes), int(scaled))
+}

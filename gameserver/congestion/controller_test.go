@@ -1,0 +1,738 @@
+package congestion
+
+import (
+	"bytes"
+	"encoding/binary"
+	"math"
+	"testing"
+)
+
+// defaultKnobs are the netcode config defaults in config units.
+func defaultKnobs() Knobs {
+	return Knobs{
+		Enabled:                true,
+		TickRateHz:             60,
+		MinSendHz:              10,
+		LossThresholdPermille:  20,
+		DelayMarginMs:          40,
+		BacklogThresholdBytes:  32768,
+		IncreaseStepPermille:   50,
+		DecreaseFactorPermille: 700,
+		EvalIntervalTicks:      6,
+		BudgetFloorBytes:       400,
+	}
+}
+
+// testRand is a deterministic xorshift64 for test inputs.
+type testRand uint64
+
+func (r *testRand) next() uint64 {
+	x := uint64(*r)
+	x ^= x << 13
+	x ^= x >> 7
+	x ^= x << 17
+	*r = testRand(x)
+	return x
+}
+
+// float returns a uniform float in [0, 1).
+func (r *testRand) float() float64 { return float64(r.next()>>11) / (1 << 53) }
+
+// intn returns a uniform int in [lo, hi].
+func (r *testRand) intn(lo, hi int) int { return lo + int(r.next()%uint64(hi-lo+1)) }
+
+func TestMakeParams(t *testing.T) {
+	withKnobs := func(f func(*Knobs)) Knobs {
+		k := defaultKnobs()
+		f(&k)
+		return k
+	}
+	tests := []struct {
+		name  string
+		knobs Knobs
+		want  Params
+	}{
+		{
+			name:  "defaults",
+			knobs: defaultKnobs(),
+			want: Params{
+				Enabled: true, ThrottleFloor: 10.0 / 60, MaxIntervalTicks: 6, LossThreshold: 0.02,
+				DelayMarginMs: 40, BacklogThresholdBytes: 32768, IncreaseStep: 0.05, DecreaseFactor: 0.7,
+				EvalIntervalTicks: 6, BudgetFloorBytes: 400, BaselineDriftUsPerTick: 167,
+			},
+		},
+		{
+			name:  "min send rate not dividing the tick rate rounds the interval up",
+			knobs: withKnobs(func(k *Knobs) { k.MinSendHz = 7 }),
+			want: Params{
+				Enabled: true, ThrottleFloor: 7.0 / 60, MaxIntervalTicks: 9, LossThreshold: 0.02,
+				DelayMarginMs: 40, BacklogThresholdBytes: 32768, IncreaseStep: 0.05, DecreaseFactor: 0.7,
+				EvalIntervalTicks: 6, BudgetFloorBytes: 400, BaselineDriftUsPerTick: 167,
+			},
+		},
+		{
+			name:  "10 Hz server with min send equal to the tick rate never decimates",
+			knobs: withKnobs(func(k *Knobs) { k.TickRateHz, k.MinSendHz, k.Enabled = 10, 10, false }),
+			want: Params{
+				ThrottleFloor: 1, MaxIntervalTicks: 1, LossThreshold: 0.02,
+				DelayMarginMs: 40, BacklogThresholdBytes: 32768, IncreaseStep: 0.05, DecreaseFactor: 0.7,
+				EvalIntervalTicks: 6, BudgetFloorBytes: 400, BaselineDriftUsPerTick: 1000,
+			},
+		},
+		{
+			name:  "min send above the tick rate is clamped to it",
+			knobs: withKnobs(func(k *Knobs) { k.TickRateHz, k.MinSendHz = 30, 120 }),
+			want: Params{
+				Enabled: true, ThrottleFloor: 1, MaxIntervalTicks: 1, LossThreshold: 0.02,
+				DelayMarginMs: 40, BacklogThresholdBytes: 32768, IncreaseStep: 0.05, DecreaseFactor: 0.7,
+				EvalIntervalTicks: 6, BudgetFloorBytes: 400, BaselineDriftUsPerTick: 333,
+			},
+		},
+		{
+			name:  "zero knobs clamp to the safe lower bounds",
+			knobs: Knobs{},
+			want: Params{
+				ThrottleFloor: 1, MaxIntervalTicks: 1, IncreaseStep: 0.001, DecreaseFactor: 0.001,
+				EvalIntervalTicks: 1, BaselineDriftUsPerTick: 10000,
+			},
+		},
+		{
+			name: "negative knobs clamp to the safe lower bounds",
+			knobs: Knobs{
+				Enabled: true, TickRateHz: -60, MinSendHz: -1, LossThresholdPermille: -5, DelayMarginMs: -1,
+				BacklogThresholdBytes: -1, IncreaseStepPermille: -1, DecreaseFactorPermille: -1,
+				EvalIntervalTicks: -1, BudgetFloorBytes: -400,
+			},
+			want: Params{
+				Enabled: true, ThrottleFloor: 1, MaxIntervalTicks: 1, IncreaseStep: 0.001,
+				DecreaseFactor: 0.001, EvalIntervalTicks: 1, BaselineDriftUsPerTick: 10000,
+			},
+		},
+		{
+			name: "huge knobs clamp to the safe upper bounds",
+			knobs: Knobs{
+				Enabled: true, TickRateHz: math.MaxInt, MinSendHz: 1, LossThresholdPermille: math.MaxInt,
+				DelayMarginMs: math.MaxInt, BacklogThresholdBytes: math.MaxInt, IncreaseStepPermille: math.MaxInt,
+				DecreaseFactorPermille: math.MaxInt, EvalIntervalTicks: math.MaxInt, BudgetFloorBytes: math.MaxInt,
+			},
+			want: Params{
+				Enabled: true, ThrottleFloor: MinThrottleFloor, MaxIntervalTicks: MaxTickRateHz, LossThreshold: 1,
+				DelayMarginMs: math.MaxUint32, BacklogThresholdBytes: math.MaxUint32, IncreaseStep: 1,
+				DecreaseFactor: 0.999, EvalIntervalTicks: math.MaxUint32, BudgetFloorBytes: math.MaxInt,
+				BaselineDriftUsPerTick: 10,
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := MakeParams(tt.knobs); got != tt.want {
+				t.Errorf("MakeParams(%+v)\n got %+v\nwant %+v", tt.knobs, got, tt.want)
+			}
+		})
+	}
+}
+
+// triggerParams are the defaults without baseline drift, so the delay trigger is exact.
+func triggerParams() Params {
+	p := MakeParams(defaultKnobs())
+	p.BaselineDriftUsPerTick = 0
+	return p
+}
+
+// evalWith steps c through one eval interval of healthy ticks at rttMs, with s on the eval tick.
+func evalWith(c *Controller, healthyRTTMs uint32, s Sample) {
+	for range c.Params().EvalIntervalTicks - 1 {
+		c.Step(Sample{RTTMs: healthyRTTMs})
+	}
+	c.Step(s)
+}
+
+func TestTriggers(t *testing.T) {
+	p := triggerParams()
+	const base = 50
+	tests := []struct {
+		name      string
+		sample    Sample
+		congested bool
+	}{
+		{"healthy", Sample{LossRatio: 0.01, RTTMs: base + 10, ReliableBytesInFlight: 1000}, false},
+		{"all zero (no link stats)", Sample{}, false},
+		{"loss above threshold", Sample{LossRatio: 0.0201, RTTMs: base}, true},
+		{"loss at threshold", Sample{LossRatio: 0.02, RTTMs: base}, false},
+		{"loss total", Sample{LossRatio: 1}, true},
+		{"delay over margin", Sample{RTTMs: base + 41}, true},
+		{"delay at margin", Sample{RTTMs: base + 40}, false},
+		{"rtt below baseline", Sample{RTTMs: base - 30}, false},
+		{"backlog above threshold", Sample{RTTMs: base, ReliableBytesInFlight: 32769}, true},
+		{"backlog at threshold", Sample{RTTMs: base, ReliableBytesInFlight: 32768}, false},
+		{"unknown rtt never triggers delay", Sample{RTTMs: 0, LossRatio: 0.01}, false},
+		{"NaN loss is no evidence", Sample{LossRatio: math.NaN(), RTTMs: base}, false},
+		{"Inf loss triggers", Sample{LossRatio: math.Inf(1), RTTMs: base}, true},
+		{"negative loss is healthy", Sample{LossRatio: -1, RTTMs: base}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var c Controller
+			c.Reset(p)
+			evalWith(&c, base, Sample{RTTMs: base}) // establish the baseline, stay at 1
+			if c.Throttle() != 1 || c.BaselineRTTMs() != base {
+				t.Fatalf("setup: throttle %v baseline %d", c.Throttle(), c.BaselineRTTMs())
+			}
+			evalWith(&c, base, tt.sample)
+			want := 1.0
+			if tt.congested {
+				want = p.DecreaseFactor
+			}
+			if c.Congested() != tt.congested || c.Throttle() != want {
+				t.Errorf("congested %v throttle %v, want %v %v", c.Congested(), c.Throttle(), tt.congested, want)
+			}
+		})
+	}
+}
+
+func TestDelayTriggerWithoutBaseline(t *testing.T) {
+	var c Controller
+	c.Reset(triggerParams())
+	// The first RTT ever seen becomes the baseline, so it cannot itself read as a rise.
+	evalWith(&c, 0, Sample{RTTMs: 5000})
+	if c.Congested() || c.Throttle() != 1 || c.BaselineRTTMs() != 5000 {
+		t.Errorf("congested %v throttle %v baseline %d", c.Congested(), c.Throttle(), c.BaselineRTTMs())
+	}
+}
+
+func TestHysteresis(t *testing.T) {
+	var c Controller
+	c.Reset(triggerParams())
+	lossy := Sample{LossRatio: 0.5, RTTMs: 50}
+	healthy := Sample{RTTMs: 50}
+
+	// Congested ticks before the eval boundary do not move the throttle.
+	for i := range 5 {
+		c.Step(lossy)
+		if c.Throttle() != 1 || c.Congested() {
+			t.Fatalf("tick %d: throttle %v congested %v before the first eval", i+1, c.Throttle(), c.Congested())
+		}
+	}
+	c.Step(lossy)
+	if c.Throttle() != 0.7 || !c.Congested() {
+		t.Fatalf("eval 1: throttle %v congested %v, want 0.7 true", c.Throttle(), c.Congested())
+	}
+	// Healthy ticks between boundaries hold the throttle and the classification.
+	for i := range 5 {
+		c.Step(healthy)
+		if c.Throttle() != 0.7 || !c.Congested() {
+			t.Fatalf("tick %d after eval 1: throttle %v congested %v, want held", i+1, c.Throttle(), c.Congested())
+		}
+	}
+	c.Step(healthy)
+	dec, step := c.Params().DecreaseFactor, c.Params().IncreaseStep // runtime float arithmetic
+	if got, want := c.Throttle(), dec+step; got != want || c.Congested() {
+		t.Fatalf("eval 2: throttle %v congested %v, want %v false", got, c.Congested(), want)
+	}
+	// Only the eval tick's sample is classified: congestion that cleared by then is not acted on.
+	for range 5 {
+		c.Step(lossy)
+	}
+	c.Step(healthy)
+	if got, want := c.Throttle(), dec+step+step; got != want {
+		t.Fatalf("eval 3: throttle %v, want %v", got, want)
+	}
+}
+
+func TestFloorReachedAndNeverCrossed(t *testing.T) {
+	var c Controller
+	p := triggerParams()
+	c.Reset(p)
+	lossy := Sample{LossRatio: 1, RTTMs: 50}
+	// 0.7^5 = 0.168 is still above 1/6; the sixth back-off lands exactly on the floor.
+	w := 1.0
+	for eval := 1; eval <= 6; eval++ {
+		w *= p.DecreaseFactor
+		if eval == 6 {
+			w = p.ThrottleFloor
+		}
+		evalWith(&c, 50, lossy)
+		if c.Throttle() != w {
+			t.Fatalf("eval %d: throttle %v, want %v", eval, c.Throttle(), w)
+		}
+	}
+	for i := range 10000 {
+		c.Step(lossy)
+		if c.Throttle() != p.ThrottleFloor {
+			t.Fatalf("tick %d at the floor: throttle %v, want exactly %v", i, c.Throttle(), p.ThrottleFloor)
+		}
+		if c.SendIntervalTicks() != p.MaxIntervalTicks {
+			t.Fatalf("tick %d at the floor: interval %d, want %d", i, c.SendIntervalTicks(), p.MaxIntervalTicks)
+		}
+	}
+}
+
+func TestAdditiveRecoveryToExactlyOne(t *testing.T) {
+	var c Controller
+	p := triggerParams()
+	c.Reset(p)
+	for range 20 {
+		evalWith(&c, 50, Sample{LossRatio: 1, RTTMs: 50})
+	}
+	if c.Throttle() != p.ThrottleFloor {
+		t.Fatalf("throttle %v, want the floor", c.Throttle())
+	}
+	prev := c.Throttle()
+	evals := 0
+	for c.Throttle() < 1 {
+		evalWith(&c, 50, Sample{RTTMs: 50})
+		evals++
+		if got := c.Throttle(); got <= prev || got > 1 {
+			t.Fatalf("eval %d: throttle %v after %v, want a rise to at most 1", evals, got, prev)
+		}
+		prev = c.Throttle()
+	}
+	// From 1/6 at +0.05 per eval: ceil((1 - 1/6) / 0.05) = 17 evals.
+	if evals != 17 {
+		t.Errorf("recovered in %d evals, want 17", evals)
+	}
+	for range 1000 {
+		c.Step(Sample{RTTMs: 50})
+		if c.Throttle() != 1 || c.SendIntervalTicks() != 1 || c.EffectiveBudget(2400) != 2400 {
+			t.Fatalf("after recovery: throttle %v interval %d budget %d", c.Throttle(), c.SendIntervalTicks(), c.EffectiveBudget(2400))
+		}
+	}
+}
+
+func TestSendIntervalTicks(t *testing.T) {
+	tests := []struct {
+		throttle    float64
+		maxInterval uint32
+		want        uint32
+	}{
+		{1, 6, 1},
+		{0.99, 6, 2},
+		{0.7, 6, 2},
+		{0.5, 6, 2},
+		{0.49, 6, 3},
+		{1.0 / 3, 6, 3},
+		{0.33333333333333337, 6, 3},
+		{0.3333333333333333, 6, 3},
+		{0.25, 6, 4},
+		{0.2, 6, 5},
+		{10.0 / 60, 6, 6},
+		{0.1, 6, 6}, // clamped to MaxIntervalTicks
+		{0.1, 100, 10},
+		{MinThrottleFloor, 1000, 1000},
+		{MinThrottleFloor, math.MaxUint32, 1000},
+		{MinThrottleFloor, 1, 1},
+	}
+	for _, tt := range tests {
+		c := Controller{p: Params{Enabled: true, ThrottleFloor: MinThrottleFloor, MaxIntervalTicks: tt.maxInterval}, throttle: tt.throttle}
+		if got := c.SendIntervalTicks(); got != tt.want {
+			t.Errorf("throttle %v max %d: interval %d, want %d", tt.throttle, tt.maxInterval, got, tt.want)
+		}
+	}
+}
+
+func TestEffectiveBudget(t *testing.T) {
+	tests := []struct {
+		name     string
+		static   int
+		throttle float64
+		floor    int
+		want     int
+	}{
+		{"unlimited passes through", 0, 0.5, 400, 0},
+		{"unlimited passes through at the floor", 0, MinThrottleFloor, 400, 0},
+		{"negative passes through", -1, 0.5, 400, -1},
+		{"full throttle is static", 2400, 1, 400, 2400},
+		{"halved", 2400, 0.5, 400, 1200},
+		{"scaled to exactly the floor", 2400, 1.0 / 6, 400, 400},
+		{"floor holds", 2400, 0.1, 400, 400},
+		{"below floor is never raised", 300, 0.5, 400, 300},
+		{"at floor stays", 400, 0.1, 400, 400},
+		{"zero floor scales freely", 2400, 0.1, 0, 240},
+		{"rounds half away from zero", 5, 0.5, 0, 3},
+		{"rounds down", 7, 0.3, 0, 2},
+		{"rounds up", 7, 0.5, 0, 4},
+		{"tiny budget can scale to zero", 1, 0.4, 0, 0},
+		{"max int halves", math.MaxInt, 0.5, 400, 1 << 62},
+		{"rounds up to static", 3, 0.9, 0, 3},
+		{"max int just below 1 never overflows", math.MaxInt, math.Nextafter(1, 0), 400, math.MaxInt - 1023},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := Controller{p: Params{Enabled: true, ThrottleFloor: MinThrottleFloor, MaxIntervalTicks: 1000, BudgetFloorBytes: tt.floor}, throttle: tt.throttle}
+			if got := c.EffectiveBudget(tt.static); got != tt.want {
+				t.Errorf("EffectiveBudget(%d) at throttle %v floor %d = %d, want %d", tt.static, tt.throttle, tt.floor, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestShouldSend(t *testing.T) {
+	tests := []struct {
+		name           string
+		throttle       float64
+		tick, lastSent uint64
+		want           bool
+	}{
+		{"first send at tick 0", 1, 0, NeverSent, true},
+		{"first send decimated", 0.2, 0, NeverSent, true},
+		{"first send later", 0.2, 12345, NeverSent, true},
+		{"every tick", 1, 5, 4, true},
+		{"not twice in one tick", 1, 5, 5, false},
+		{"not twice in one tick decimated", 0.2, 5, 5, false},
+		{"interval 5 too early", 0.2, 9, 5, false},
+		{"interval 5 due", 0.2, 10, 5, true},
+		{"interval 5 overdue", 0.2, 100, 5, true},
+		{"last sent ahead of tick", 0.2, 3, 7, true},
+		{"tick 0 sent at tick 0", 0.2, 0, 0, false},
+		{"huge ticks", 0.2, math.MaxUint64 - 1, math.MaxUint64 - 6, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := Controller{p: Params{Enabled: true, ThrottleFloor: 0.1, MaxIntervalTicks: 10}, throttle: tt.throttle}
+			if got := c.ShouldSend(tt.tick, tt.lastSent); got != tt.want {
+				t.Errorf("ShouldSend(%d, %d) at interval %d = %v, want %v", tt.tick, tt.lastSent, c.SendIntervalTicks(), got, tt.want)
+			}
+		})
+	}
+}
+
+func TestRateLeverCadence(t *testing.T) {
+	// Driven the way the broadcaster drives it, a peer at interval n is sent exactly every n ticks.
+	for _, throttle := range []float64{1, 0.7, 0.34, 0.25, 1.0 / 6} {
+		c := Controller{p: Params{Enabled: true, ThrottleFloor: 1.0 / 6, MaxIntervalTicks: 6}, throttle: throttle}
+		n := uint64(c.SendIntervalTicks())
+		last := uint64(NeverSent)
+		sends := 0
+		for tick := range uint64(600) {
+			if c.ShouldSend(tick, last) {
+				if last != NeverSent && tick-last != n {
+					t.Fatalf("throttle %v: sent at %d after %d, want gap %d", throttle, tick, last, n)
+				}
+				last = tick
+				sends++
+			}
+		}
+		if want := int(600 / n); sends != want {
+			t.Errorf("throttle %v: %d sends in 600 ticks, want %d", throttle, sends, want)
+		}
+	}
+}
+
+func TestBaselineDrift(t *testing.T) {
+	tests := []struct {
+		tickHz int
+		drift  uint32 // µs per tick
+	}{
+		{10, 1000},
+		{60, 167},
+		{120, 83},
+		{1000, 10},
+	}
+	for _, tt := range tests {
+		k := defaultKnobs()
+		k.TickRateHz = tt.tickHz
+		k.MinSendHz = min(10, tt.tickHz)
+		p := MakeParams(k)
+		if p.BaselineDriftUsPerTick != tt.drift {
+			t.Fatalf("%d Hz: drift %d µs/tick, want %d", tt.tickHz, p.BaselineDriftUsPerTick, tt.drift)
+		}
+		var c Controller
+		c.Reset(p)
+		c.Step(Sample{RTTMs: 50})
+		// One second at a higher RTT lifts the baseline by BaselineDriftMsPerSecond (to rounding).
+		for range tt.tickHz {
+			c.Step(Sample{RTTMs: 500})
+		}
+		wantUs := 50000 + uint64(tt.tickHz)*uint64(tt.drift)
+		if c.baselineUs != wantUs {
+			t.Errorf("%d Hz: baseline %d µs after 1 s, want %d", tt.tickHz, c.baselineUs, wantUs)
+		}
+		if rise := float64(wantUs-50000) / 1000; math.Abs(rise-BaselineDriftMsPerSecond) > 0.1 {
+			t.Errorf("%d Hz: baseline rose %.3f ms in 1 s, want %d", tt.tickHz, rise, BaselineDriftMsPerSecond)
+		}
+		// A fall is followed at once.
+		c.Step(Sample{RTTMs: 20})
+		if c.BaselineRTTMs() != 20 {
+			t.Errorf("%d Hz: baseline %d after a fall to 20 ms", tt.tickHz, c.BaselineRTTMs())
+		}
+	}
+}
+
+func TestBaselineTracksPathChange(t *testing.T) {
+	// A re-route from 50 to 150 ms reads as congestion until the baseline has drifted to within the
+	// margin: (150 - 40 - 50) ms at 167 µs per tick = 360 ticks, 6 s at 60 Hz.
+	p := MakeParams(defaultKnobs())
+	var c Controller
+	c.Reset(p)
+	for range 60 {
+		c.Step(Sample{RTTMs: 50})
+	}
+	lastCongested := -1
+	for tick := 1; tick <= 1200; tick++ {
+		c.Step(Sample{RTTMs: 150})
+		if c.Congested() {
+			lastCongested = tick
+		}
+	}
+	// Evals fall on multiples of 6. At 354 the baseline is 50000 + 354*167 = 109118 µs, 40.9 ms
+	// under the RTT: congested. At 360 it is 110020 µs: healthy. Congested() holds in between.
+	if lastCongested != 359 {
+		t.Errorf("last congested tick %d, want 359", lastCongested)
+	}
+	if c.Throttle() != 1 {
+		t.Errorf("throttle %v after the baseline caught up, want recovery to 1", c.Throttle())
+	}
+	// A queue that builds for one second is not absorbed: the baseline rises by only 10 ms.
+	c.Reset(p)
+	c.Step(Sample{RTTMs: 50})
+	for range 60 {
+		c.Step(Sample{RTTMs: 200})
+	}
+	if b := c.BaselineRTTMs(); b != 60 {
+		t.Errorf("baseline %d ms after 1 s of queueing, want 60", b)
+	}
+	if !c.Congested() || c.Throttle() != p.ThrottleFloor {
+		t.Errorf("1 s of queueing: congested %v throttle %v, want the floor", c.Congested(), c.Throttle())
+	}
+}
+
+func TestSetParamsMidRun(t *testing.T) {
+	base := triggerParams()
+	congest := func(c *Controller, evals int) {
+		for range evals {
+			evalWith(c, 50, Sample{LossRatio: 1, RTTMs: 50})
+		}
+	}
+	t.Run("higher floor clamps the throttle up", func(t *testing.T) {
+		var c Controller
+		c.Reset(base)
+		congest(&c, 2) // 0.49
+		p := base
+		p.ThrottleFloor, p.MaxIntervalTicks = 0.5, 2
+		c.SetParams(p)
+		if c.Throttle() != 0.5 || c.SendIntervalTicks() != 2 {
+			t.Errorf("throttle %v interval %d, want 0.5 2", c.Throttle(), c.SendIntervalTicks())
+		}
+	})
+	t.Run("lower floor keeps the throttle", func(t *testing.T) {
+		var c Controller
+		c.Reset(base)
+		congest(&c, 2)
+		p := base
+		p.ThrottleFloor, p.MaxIntervalTicks = 0.1, 10
+		c.SetParams(p)
+		if want := base.DecreaseFactor * base.DecreaseFactor; c.Throttle() != want || c.BaselineRTTMs() != 50 {
+			t.Errorf("throttle %v baseline %d, want 0.49 50", c.Throttle(), c.BaselineRTTMs())
+		}
+		congest(&c, 10)
+		if c.Throttle() != 0.1 {
+			t.Errorf("throttle %v, want the new floor 0.1", c.Throttle())
+		}
+	})
+	t.Run("disabling pins to 1 and re-enabling starts from 1", func(t *testing.T) {
+		var c Controller
+		c.Reset(base)
+		congest(&c, 3)
+		p := base
+		p.Enabled = false
+		c.SetParams(p)
+		if c.Throttle() != 1 || c.Congested() || c.SendIntervalTicks() != 1 || c.EffectiveBudget(2400) != 2400 {
+			t.Fatalf("disabled: throttle %v congested %v", c.Throttle(), c.Congested())
+		}
+		for range 100 {
+			c.Step(Sample{LossRatio: 1, RTTMs: 900, ReliableBytesInFlight: math.MaxUint32})
+		}
+		if c.Throttle() != 1 || c.Congested() {
+			t.Fatalf("disabled under congestion: throttle %v congested %v", c.Throttle(), c.Congested())
+		}
+		c.SetParams(base)
+		if c.Throttle() != 1 {
+			t.Fatalf("re-enabled: throttle %v, want 1", c.Throttle())
+		}
+		congest(&c, 1)
+		if c.Throttle() != 0.7 {
+			t.Errorf("re-enabled then congested: throttle %v, want 0.7", c.Throttle())
+		}
+	})
+	t.Run("shorter eval interval evaluates on the next tick", func(t *testing.T) {
+		var c Controller
+		c.Reset(base)
+		for range 4 {
+			c.Step(Sample{LossRatio: 1})
+		}
+		p := base
+		p.EvalIntervalTicks = 2
+		c.SetParams(p)
+		c.Step(Sample{LossRatio: 1})
+		if c.Throttle() != 0.7 {
+			t.Errorf("throttle %v, want an eval on the first tick past the new interval", c.Throttle())
+		}
+	})
+	t.Run("enabling a zero controller starts from 1", func(t *testing.T) {
+		var c Controller
+		c.SetParams(base)
+		if c.Throttle() != 1 {
+			t.Errorf("throttle %v, want 1", c.Throttle())
+		}
+	})
+}
+
+// schedule drives a controller the way the broadcaster does for ticks ticks and returns the bytes
+// of what it would send: per tick, whether the peer is sent and each static budget's effective
+// size. samples supplies tick i's link signals.
+func schedule(c *Controller, ticks int, samples func(i int) Sample) []byte {
+	statics := []int{0, 1, 63, 64, 399, 400, 401, 1200, 2400, 65535, math.MaxInt}
+	var out bytes.Buffer
+	last := uint64(NeverSent)
+	for i := range ticks {
+		c.Step(samples(i))
+		tick := uint64(i)
+		if !c.ShouldSend(tick, last) {
+			continue
+		}
+		last = tick
+		out.Write(binary.LittleEndian.AppendUint64(nil, tick))
+		for _, s := range statics {
+			out.Write(binary.LittleEndian.AppendUint64(nil, uint64(c.EffectiveBudget(s))))
+		}
+		out.Write(binary.LittleEndian.AppendUint64(nil, math.Float64bits(c.Throttle())))
+	}
+	return out.Bytes()
+}
+
+func TestHealthyEqualsDisabledEqualsNoController(t *testing.T) {
+	const ticks = 100000 // about 28 minutes at 60 Hz
+	enabled := MakeParams(defaultKnobs())
+	disabledKnobs := defaultKnobs()
+	disabledKnobs.Enabled = false
+	disabled := MakeParams(disabledKnobs)
+
+	// The reference: no controller, a send every tick at the static budgets, throttle 1.
+	var none Controller
+	want := schedule(&none, ticks, func(int) Sample { return Sample{} })
+
+	rng := testRand(0x9e3779b97f4a7c15)
+	healthy := func(int) Sample {
+		// Loss at or under the threshold, RTT within the margin of its minimum, backlog at most the
+		// threshold: never congested.
+		return Sample{
+			LossRatio:             enabled.LossThreshold * rng.float(),
+			RTTMs:                 uint32(rng.intn(50, 90)),
+			ReliableBytesInFlight: uint32(rng.intn(0, int(enabled.BacklogThresholdBytes))),
+		}
+	}
+	congested := func(i int) Sample {
+		return Sample{LossRatio: 1, RTTMs: uint32(50 + i%1000), ReliableBytesInFlight: math.MaxUint32}
+	}
+	tests := []struct {
+		name    string
+		params  *Params
+		samples func(int) Sample
+	}{
+		{"enabled, healthy link", &enabled, healthy},
+		{"enabled, no link stats", &enabled, func(int) Sample { return Sample{} }},
+		{"disabled, congested link", &disabled, congested},
+		{"disabled, healthy link", &disabled, healthy},
+		{"zero controller, congested link", nil, congested},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var c Controller
+			if tt.params != nil {
+				c.Reset(*tt.params)
+			}
+			got := schedule(&c, ticks, tt.samples)
+			if !bytes.Equal(got, want) {
+				t.Fatalf("schedule differs from no controller (%d vs %d bytes)", len(got), len(want))
+			}
+			if c.Congested() {
+				t.Errorf("congested at the end")
+			}
+		})
+	}
+}
+
+func TestExtremeInputs(t *testing.T) {
+	nan, inf := math.NaN(), math.Inf(1)
+	params := []Params{
+		{},
+		{Enabled: true},
+		{Enabled: true, ThrottleFloor: nan, LossThreshold: nan, IncreaseStep: nan, DecreaseFactor: nan},
+		{Enabled: true, ThrottleFloor: inf, LossThreshold: inf, IncreaseStep: inf, DecreaseFactor: inf, MaxIntervalTicks: math.MaxUint32},
+		{Enabled: true, ThrottleFloor: -inf, LossThreshold: -inf, IncreaseStep: -inf, DecreaseFactor: -inf, BudgetFloorBytes: math.MinInt},
+		{Enabled: true, ThrottleFloor: 1e-300, IncreaseStep: 1e-300, DecreaseFactor: 1e-300, MaxIntervalTicks: math.MaxUint32, BaselineDriftUsPerTick: math.MaxUint32, DelayMarginMs: math.MaxUint32},
+		{Enabled: true, ThrottleFloor: 2, IncreaseStep: 5, DecreaseFactor: 5, EvalIntervalTicks: 1, BudgetFloorBytes: math.MaxInt},
+		MakeParams(defaultKnobs()),
+	}
+	samples := []Sample{
+		{},
+		{LossRatio: nan},
+		{LossRatio: inf},
+		{LossRatio: -inf},
+		{LossRatio: math.MaxFloat64, RTTMs: math.MaxUint32, ReliableBytesInFlight: math.MaxUint32},
+		{LossRatio: math.SmallestNonzeroFloat64, RTTMs: 1},
+		{RTTMs: math.MaxUint32},
+		{RTTMs: 1},
+	}
+	statics := []int{math.MinInt, -1, 0, 1, 2400, math.MaxInt}
+	for pi, p := range params {
+		var c Controller
+		c.Reset(p)
+		for i := range 5000 {
+			c.Step(samples[i%len(samples)])
+			if i%997 == 0 {
+				c.SetParams(params[(pi+i)%len(params)])
+			}
+			checkInvariants(t, &c, statics)
+		}
+	}
+}
+
+// checkInvariants fails t unless every output of c is finite and inside its documented range.
+func checkInvariants(t *testing.T, c *Controller, statics []int) {
+	t.Helper()
+	p := c.Params()
+	th := c.Throttle()
+	if math.IsNaN(th) || math.IsInf(th, 0) || th > 1 || (p.Enabled && th < p.ThrottleFloor) || th <= 0 {
+		t.Fatalf("throttle %v outside [%v, 1] (params %+v)", th, p.ThrottleFloor, p)
+	}
+	if n := c.SendIntervalTicks(); n < 1 || n > max(p.MaxIntervalTicks, 1) {
+		t.Fatalf("interval %d outside [1, %d]", n, p.MaxIntervalTicks)
+	}
+	for _, s := range statics {
+		b := c.EffectiveBudget(s)
+		if s <= 0 {
+			if b != s {
+				t.Fatalf("EffectiveBudget(%d) = %d, want pass-through", s, b)
+			}
+			continue
+		}
+		if b > s || b < 0 || b < min(s, p.BudgetFloorBytes) {
+			t.Fatalf("EffectiveBudget(%d) = %d outside [min(static, %d), static] at throttle %v", s, b, p.BudgetFloorBytes, th)
+		}
+	}
+}
+
+func TestNoAllocations(t *testing.T) {
+	var c Controller
+	c.Reset(MakeParams(defaultKnobs()))
+	s := Sample{LossRatio: 0.5, RTTMs: 80, ReliableBytesInFlight: 100}
+	tick := uint64(0)
+	sink := 0
+	allocs := testing.AllocsPerRun(1000, func() {
+		c.Step(s)
+		tick++
+		if c.ShouldSend(tick, tick-3) {
+			sink += c.EffectiveBudget(2400)
+		}
+		sink += int(c.SendIntervalTicks())
+		if c.Congested() && c.Throttle() < 1 {
+			sink++
+		}
+		c.SetParams(c.Params())
+	})
+	if allocs != 0 {
+		t.Errorf("%v allocations per tick, want 0", allocs)
+	}
+	_ = sink
+}

@@ -1,0 +1,126 @@
+package congestion
+
+import "math"
+
+// BaselineDriftMsPerSecond is how fast the RTT baseline may rise toward a higher RTT, in
+// milliseconds per second of ticks. The baseline is a running minimum, so without drift a
+// genuine path change (a re-route from 50 to 150 ms) would read as congestion for ever; with it
+// the baseline climbs at this rate, and a step of the default 40 ms margin plus 60 ms clears in
+// about six seconds. Six seconds is long against the few hundred milliseconds a peer's own queue
+// needs to drain after a back-off, so congestion we cause is still seen before it is absorbed.
+const BaselineDriftMsPerSecond = 10
+
+// Bounds that MakeParams and the Controller clamp to. They keep every quantity finite and
+// meaningful; a config that passed the netcode validation is inside them and maps unchanged.
+const (
+	// MinThrottleFloor is the lowest throttle floor: one send in a thousand ticks.
+	MinThrottleFloor = 0.001
+	// MaxTickRateHz bounds the tick rate, so the floor MinSendHz/TickRateHz >= MinThrottleFloor.
+	MaxTickRateHz = 1000
+
+	minIncreaseStep   = 0.001
+	minDecreaseFactor = 0.001
+	maxDecreaseFactor = 0.999
+	permille          = 1000
+	driftUsPerSecond  = BaselineDriftMsPerSecond * 1000
+)
+
+// Params are the controller's settings in its own units. Build them with MakeParams; a Params
+// built by hand is clamped by the Controller into the same safe ranges.
+type Params struct {
+	// Enabled is the master switch; false pins the throttle to 1.
+	Enabled bool
+	// ThrottleFloor is the lowest throttle, in (0, 1]: MinSendHz / TickRateHz.
+	ThrottleFloor float64
+	// MaxIntervalTicks caps SendIntervalTicks: ceil(TickRateHz / MinSendHz).
+	MaxIntervalTicks uint32
+	// LossThreshold is the loss ratio in [0, 1] above which a peer is congested.
+	LossThreshold float64
+	// DelayMarginMs is how far the RTT may rise over its baseline before a peer is congested.
+	DelayMarginMs uint32
+	// BacklogThresholdBytes is the reliable data in flight above which a peer is congested.
+	BacklogThresholdBytes uint32
+	// IncreaseStep is the additive increase per healthy evaluation, in (0, 1].
+	IncreaseStep float64
+	// DecreaseFactor is the multiplicative decrease per congested evaluation, in (0, 1).
+	DecreaseFactor float64
+	// EvalIntervalTicks is how many ticks the throttle is held between evaluations, >= 1.
+	EvalIntervalTicks uint32
+	// BudgetFloorBytes is the smallest per-tick budget the throttle scales a static budget to.
+	BudgetFloorBytes int
+	// BaselineDriftUsPerTick is how far the RTT baseline may rise per tick, in microseconds:
+	// BaselineDriftMsPerSecond spread over the tick rate. 0 makes the baseline a pure minimum.
+	BaselineDriftUsPerTick uint32
+}
+
+// Knobs are the operator-facing settings in config units (Hz, per mille, ms, bytes), as they sit
+// in the defaulted netcode config.
+type Knobs struct {
+	Enabled                bool
+	TickRateHz             int
+	MinSendHz              int
+	LossThresholdPermille  int
+	DelayMarginMs          int
+	BacklogThresholdBytes  int
+	IncreaseStepPermille   int
+	DecreaseFactorPermille int
+	EvalIntervalTicks      int
+	BudgetFloorBytes       int
+}
+
+// MakeParams maps operator knobs to controller Params. It is shared by startup and live reconfig.
+// Every knob is clamped into a safe range rather than refused: validation is the config's job,
+// and the controller must stay well-defined whatever it is handed.
+//
+//	TickRateHz             [1, MaxTickRateHz]
+//	MinSendHz              [1, TickRateHz]      -> ThrottleFloor, MaxIntervalTicks
+//	LossThresholdPermille  [0, 1000]
+//	DelayMarginMs          [0, 2^32-1]
+//	BacklogThresholdBytes  [0, 2^32-1]
+//	IncreaseStepPermille   [1, 1000]
+//	DecreaseFactorPermille [1, 999]
+//	EvalIntervalTicks      [1, 2^32-1]
+//	BudgetFloorBytes       [0, max int]
+func MakeParams(k Knobs) Params {
+	tick := clampInt(k.TickRateHz, 1, MaxTickRateHz)
+	minSend := clampInt(k.MinSendHz, 1, tick)
+	drift := (driftUsPerSecond + tick/2) / tick // rounded to the nearest microsecond
+	return Params{
+		Enabled:                k.Enabled,
+		ThrottleFloor:          float64(minSend) / float64(tick),
+		MaxIntervalTicks:       uint32((tick + minSend - 1) / minSend),
+		LossThreshold:          float64(clampInt(k.LossThresholdPermille, 0, permille)) / permille,
+		DelayMarginMs:          uint32(clampInt(k.DelayMarginMs, 0, math.MaxUint32)),
+		BacklogThresholdBytes:  uint32(clampInt(k.BacklogThresholdBytes, 0, math.MaxUint32)),
+		IncreaseStep:           float64(clampInt(k.IncreaseStepPermille, 1, permille)) / permille,
+		DecreaseFactor:         float64(clampInt(k.DecreaseFactorPermille, 1, permille-1)) / permille,
+		EvalIntervalTicks:      uint32(clampInt(k.EvalIntervalTicks, 1, math.MaxUint32)),
+		BudgetFloorBytes:       clampInt(k.BudgetFloorBytes, 0, math.MaxInt),
+		BaselineDriftUsPerTick: uint32(drift),
+	}
+}
+
+// sanitized clamps hand-built Params into the ranges MakeParams produces, so that no field can
+// make the throttle NaN, zero or stuck. NaN takes the lower bound.
+func (p Params) sanitized() Params {
+	p.ThrottleFloor = clampFloat(p.ThrottleFloor, MinThrottleFloor, 1)
+	p.MaxIntervalTicks = max(p.MaxIntervalTicks, 1)
+	p.LossThreshold = clampFloat(p.LossThreshold, 0, 1)
+	p.IncreaseStep = clampFloat(p.IncreaseStep, minIncreaseStep, 1)
+	p.DecreaseFactor = clampFloat(p.DecreaseFactor, minDecreaseFactor, maxDecreaseFactor)
+	p.EvalIntervalTicks = max(p.EvalIntervalTicks, 1)
+	p.BudgetFloorBytes = max(p.BudgetFloorBytes, 0)
+	return p
+}
+
+func clampInt(v, lo, hi int) int {
+	return min(max(v, lo), hi)
+}
+
+// clampFloat clamps v into [lo, hi]; NaN, which fails every comparison, becomes lo.
+func clampFloat(v, lo, hi float64) float64 {
+	if !(v >= lo) {
+		return lo
+	}
+	return min(v, hi)
+}
