@@ -582,7 +582,7 @@ func TestSetParamsMidRun(t *testing.T) {
 // size. samples supplies tick i's link signals.
 func schedule(c *Controller, ticks int, samples func(i int) Sample) []byte {
 	statics := []int{0, 1, 63, 64, 399, 400, 401, 1200, 2400, 65535, math.MaxInt}
-	var out bytes.Buffer
+	out := make([]byte, 0, ticks*8*(len(statics)+2))
 	last := uint64(NeverSent)
 	for i := range ticks {
 		c.Step(samples(i))
@@ -591,13 +591,13 @@ func schedule(c *Controller, ticks int, samples func(i int) Sample) []byte {
 			continue
 		}
 		last = tick
-		out.Write(binary.LittleEndian.AppendUint64(nil, tick))
+		out = binary.LittleEndian.AppendUint64(out, tick)
 		for _, s := range statics {
-			out.Write(binary.LittleEndian.AppendUint64(nil, uint64(c.EffectiveBudget(s))))
+			out = binary.LittleEndian.AppendUint64(out, uint64(c.EffectiveBudget(s)))
 		}
-		out.Write(binary.LittleEndian.AppendUint64(nil, math.Float64bits(c.Throttle())))
+		out = binary.LittleEndian.AppendUint64(out, math.Float64bits(c.Throttle()))
 	}
-	return out.Bytes()
+	return out
 }
 
 func TestHealthyEqualsDisabledEqualsNoController(t *testing.T) {

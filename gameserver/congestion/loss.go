@@ -1,0 +1,171 @@
+package congestion
+
+import "math"
+
+// Loss estimator constants.
+const (
+	// LossRingSize is how many sent, not yet judged packets a LossEstimator tracks: more than a
+	// second of 16 packets per tick at 60 Hz. When it is full the oldest packet is forgotten
+	// unjudged, never counted lost, so sending more can never read as more loss.
+	LossRingSize = 1024
+
+	// MinJudgeMarginMs is the least time, beyond the RTT, that a packet's ACK is waited for before
+	// the packet is judged. The margin is max(MinJudgeMarginMs, RTT/2): it absorbs RTT jitter and
+	// the client's processing, so a late ACK is rare and not mistaken for loss.
+	MinJudgeMarginMs = 50
+
+	// LossTimeConstantMs is the time constant of the loss average. Judged packets are weighted by
+	// exp(-age/LossTimeConstantMs) in wall-clock time, not per packet, so the estimate reacts
+	// equally fast at 60 and at 10 packets per second: a jump to 10% loss crosses a 2% threshold
+	// about 110 ms (0.22 time constants) after the first lost packets are judged. Fewer packets
+	// make it noisier, not slower or biased.
+	LossTimeConstantMs = 500
+
+	// forgetWeight is the decayed packet weight below which the evidence has expired (about 3.5 s
+	// without a judgement at the default time constant): the estimate returns to 0, "no signal".
+	forgetWeight = 1e-3
+
+	lossRingMask = LossRingSize - 1
+)
+
+// slot states of the loss ring.
+const (
+	slotSkipped uint8 = iota // a sequence number the sender never used: judged as nothing
+	slotSent
+	slotAcked
+)
+
+type lossSlot struct {
+	// sentMs is the send time truncated to 32 bits; ages are taken as int32 differences, exact for
+	// ages up to 24 days.
+	sentMs uint32
+	state  uint8
+}
+
+// LossEstimator measures a session's application-level snapshot loss. The server numbers every
+// snapshot packet it sends to the session with a uint16 sequence (consecutive, wrapping), and the
+// client acknowledges received packets: each ACK carries the latest received sequence and a
+// bitfield of the ones before it.
+//
+// A packet is judged once the packet sent after it is older than RTT + max(MinJudgeMarginMs,
+// RTT/2): by then the ACK of that next packet, whose bitfield repeats this one, has had time to
+// arrive, so one lost ACK is not loss, at any send rate. Judgement waits on wall-clock age, never
+// on a count of packets or ticks, so a slower cadence delays it but cannot fake loss. (Under
+// heavy random ACK loss q a received packet is still misread as lost with probability about q
+// squared at the lowest rates, where only that one extra ACK falls within the margin: a
+// reverse path losing 10% of ACKs reads as 1% forward loss, under the default 2% threshold.)
+//
+// Judged packets feed a time-decayed loss ratio (LossTimeConstantMs). ACKs for packets already
+// judged, never sent, or forgotten are ignored, and duplicates are harmless; the newest packet
+// waits for a successor, so when sending stops the estimate simply holds and then fades to 0.
+//
+// It is a value type (about 8 KiB) meant to live inside a session struct; the zero value is ready.
+type LossEstimator struct {
+	ring  [LossRingSize]lossSlot
+	head  uint16 // the sequence the next OnSent is expected to carry
+	count int    // tracked packets: sequences head-count .. head-1
+
+	lostW, totalW float64 // time-decayed judged packet counts
+	lastUpdateMs  int64
+	updated       bool
+}
+
+// Reset forgets every tracked packet and the loss history.
+func (e *LossEstimator) Reset() {
+	*e = LossEstimator{}
+}
+
+// OnSent records that the packet numbered seq was sent at nowMs. Sequences are expected to be
+// consecutive; a jump ahead (fewer than LossRingSize) marks the skipped numbers as never sent,
+// and any other sequence restarts tracking at seq without judging what was tracked.
+func (e *LossEstimator) OnSent(seq uint16, nowMs int64) {
+	now := uint32(nowMs)
+	if e.count > 0 {
+		gap := int(seq - e.head)
+		if gap >= LossRingSize {
+			e.count = 0
+		}
+		for ; e.count > 0 && gap > 0; gap-- {
+			e.push(e.head, now, slotSkipped)
+		}
+	}
+	if e.count == 0 {
+		e.head = seq
+	}
+	e.push(seq, now, slotSent)
+}
+
+// push appends seq at head; a full ring forgets its oldest packet unjudged.
+func (e *LossEstimator) push(seq uint16, now uint32, state uint8) {
+	e.ring[seq&lossRingMask] = lossSlot{sentMs: now, state: state}
+	e.head = seq + 1
+	e.count = min(e.count+1, LossRingSize)
+}
+
+// OnAck records the client's acknowledgement of packet seq.
+func (e *LossEstimator) OnAck(seq uint16) {
+	back := int(e.head - 1 - seq) // 0 for the newest tracked packet; wraps for unknown ones
+	if back >= e.count {
+		return
+	}
+	if s := &e.ring[seq&lossRingMask]; s.state == slotSent {
+		s.state = slotAcked
+	}
+}
+
+// OnAckField records an ACK that carries the latest received sequence and a bitfield of the
+// packets before it: bit i set acknowledges latest-1-i. A 32-bit field is passed widened.
+func (e *LossEstimator) OnAckField(latest uint16, preceding uint64) {
+	e.OnAck(latest)
+	for i := uint16(0); preceding != 0; i++ {
+		if preceding&1 != 0 {
+			e.OnAck(latest - 1 - i)
+		}
+		preceding >>= 1
+	}
+}
+
+// Update judges every packet that is due at nowMs given the current RTT, folds the judgements
+// into the loss average and returns the loss ratio in [0, 1].
+func (e *LossEstimator) Update(nowMs int64, rttMs uint32) float64 {
+	if !e.updated || nowMs > e.lastUpdateMs {
+		if e.updated {
+			// The difference is taken in float64: int64 subtraction could overflow.
+			decay := math.Exp(-(float64(nowMs) - float64(e.lastUpdateMs)) / LossTimeConstantMs)
+			e.lostW *= decay
+			e.totalW *= decay
+		}
+		e.lastUpdateMs, e.updated = nowMs, true
+	}
+
+	horizon := int64(rttMs) + max(MinJudgeMarginMs, int64(rttMs/2))
+	now := uint32(nowMs)
+	for e.count >= 2 {
+		tail := e.head - uint16(e.count)
+		next := e.ring[(tail+1)&lossRingMask]
+		if int64(int32(now-next.sentMs)) <= horizon {
+			break // sends are in time order: nothing later is due either
+		}
+		switch e.ring[tail&lossRingMask].state {
+		case slotSent:
+			e.lostW++
+			e.totalW++
+		case slotAcked:
+			e.totalW++
+		}
+		e.count--
+	}
+
+	if e.totalW < forgetWeight {
+		e.lostW, e.totalW = 0, 0
+	}
+	return e.Loss()
+}
+
+// Loss returns the loss ratio as of the last Update, in [0, 1]; 0 without evidence.
+func (e *LossEstimator) Loss() float64 {
+	if e.totalW == 0 {
+		return 0
+	}
+	return min(e.lostW/e.totalW, 1)
+}

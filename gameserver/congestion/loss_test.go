@@ -1,0 +1,482 @@
+package congestion
+
+import (
+	"math"
+	"testing"
+)
+
+// ackClient is the client side of the ACK protocol: it remembers the latest received sequence
+// and a bitfield of the 64 before it, and acknowledges each received packet at once.
+type ackClient struct {
+	have   bool
+	latest uint16
+	bits   uint64
+}
+
+func (c *ackClient) receive(seq uint16) {
+	if !c.have {
+		c.have, c.latest, c.bits = true, seq, 0
+		return
+	}
+	d := int16(seq - c.latest)
+	switch {
+	case d > 0:
+		// The old latest becomes bit d-1 of the field.
+		if d >= 64 {
+			c.bits = 0
+		} else {
+			c.bits = c.bits<<uint(d) | 1<<uint(d-1)
+		}
+		c.latest = seq
+	case d < 0 && d >= -64:
+		c.bits |= 1 << uint(-d-1)
+	}
+}
+
+type inFlight struct {
+	arriveMs int64
+	seq      uint16
+	bits     uint64
+}
+
+// link simulates one session: the server sends numbered packets at a chosen cadence over a path
+// with a fixed one-way delay and independent data and ACK loss; the client acknowledges every
+// received packet with an ACK carrying its bitfield.
+type link struct {
+	est          LossEstimator
+	client       ackClient
+	rng          testRand
+	dataLoss     float64
+	ackLoss      float64
+	ackDropEvery int // drop every n-th ACK, so never two in a row for n >= 2; 0 drops none
+	acks         int
+	oneWayMs     int64
+	seq          uint16
+	toClient     []inFlight
+	toServer     []inFlight
+	sent, lost   int
+	lossEstimate float64
+}
+
+func newLink(seed uint64, dataLoss, ackLoss float64, rttMs int64, firstSeq uint16) *link {
+	return &link{rng: testRand(seed), dataLoss: dataLoss, ackLoss: ackLoss, oneWayMs: rttMs / 2, seq: firstSeq}
+}
+
+// tick advances the link to nowMs: deliveries, then packets sends, then the estimator's Update.
+func (l *link) tick(nowMs int64, packets int) {
+	for len(l.toClient) > 0 && l.toClient[0].arriveMs <= nowMs {
+		l.client.receive(l.toClient[0].seq)
+		l.acks++
+		dropped := l.ackDropEvery > 0 && l.acks%l.ackDropEvery == 0
+		if l.rng.float() >= l.ackLoss && !dropped {
+			l.toServer = append(l.toServer, inFlight{arriveMs: nowMs + l.oneWayMs, seq: l.client.latest, bits: l.client.bits})
+		}
+		l.toClient = l.toClient[1:]
+	}
+	for len(l.toServer) > 0 && l.toServer[0].arriveMs <= nowMs {
+		l.est.OnAckField(l.toServer[0].seq, l.toServer[0].bits)
+		l.toServer = l.toServer[1:]
+	}
+	for range packets {
+		l.est.OnSent(l.seq, nowMs)
+		l.sent++
+		if l.rng.float() < l.dataLoss {
+			l.lost++
+		} else {
+			l.toClient = append(l.toClient, inFlight{arriveMs: nowMs + l.oneWayMs, seq: l.seq})
+		}
+		l.seq++
+	}
+	l.lossEstimate = l.est.Update(nowMs, uint32(2*l.oneWayMs))
+}
+
+func tickMs(tick, hz int) int64 { return int64(tick) * 1000 / int64(hz) }
+
+func TestLossSteadyStateEstimate(t *testing.T) {
+	tests := []struct {
+		name          string
+		hz, perTick   int
+		everyNthTick  int
+		rttMs         int64
+		dataLoss      float64
+		ackLoss       float64
+		seconds       int
+		tolerance     float64
+		firstSequence uint16
+	}{
+		{"no loss 60 Hz", 60, 1, 1, 50, 0, 0, 60, 0, 0},
+		{"1% at 60 Hz", 60, 1, 1, 50, 0.01, 0, 300, 0.003, 0},
+		{"5% at 60 Hz", 60, 1, 1, 100, 0.05, 0, 120, 0.01, 65000},
+		{"20% at 60 Hz, 3 packets per tick", 60, 3, 1, 300, 0.2, 0, 60, 0.02, 0},
+		{"5% at 60 Hz decimated to 10 Hz", 60, 1, 6, 100, 0.05, 0, 600, 0.01, 0},
+		{"20% at 10 Hz tick rate", 10, 1, 1, 200, 0.2, 0, 600, 0.03, 0},
+		{"no data loss, 10% random ACK loss, 60 Hz", 60, 1, 1, 80, 0, 0.1, 300, 0.001, 0},
+		{"no data loss, 10% random ACK loss, 10 Hz", 60, 1, 6, 80, 0, 0.1, 600, 0.015, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l := newLink(12345, tt.dataLoss, tt.ackLoss, tt.rttMs, tt.firstSequence)
+			ticks := tt.seconds * tt.hz
+			warm := 5 * tt.hz
+			sum, n := 0.0, 0
+			for tick := range ticks {
+				packets := 0
+				if tick%tt.everyNthTick == 0 {
+					packets = tt.perTick
+				}
+				l.tick(tickMs(tick, tt.hz), packets)
+				if tick >= warm {
+					sum += l.lossEstimate
+					n++
+				}
+			}
+			mean := sum / float64(n)
+			want := float64(l.lost) / float64(l.sent)
+			if tt.ackLoss > 0 {
+				// A received packet is misread as lost only when its own ACK and every later ACK
+				// within the margin are lost: about q^5 at 60 Hz here, q^2 = 1% at 10 Hz.
+				if mean > tt.tolerance {
+					t.Errorf("mean estimate %.4f with %.0f%% ACK loss, want under %.2f", mean, tt.ackLoss*100, tt.tolerance)
+				}
+				return
+			}
+			if math.Abs(mean-want) > tt.tolerance || math.Abs(mean-tt.dataLoss) > tt.tolerance+0.01 {
+				t.Errorf("mean estimate %.4f, want %.4f ± %.3f (configured %.3f)", mean, want, tt.tolerance, tt.dataLoss)
+			}
+			if tt.dataLoss == 0 && sum != 0 {
+				t.Errorf("lossless link estimated %v, want exactly 0", sum)
+			}
+		})
+	}
+}
+
+func TestLossSendingLessNeverReadsAsLoss(t *testing.T) {
+	for _, tt := range []struct {
+		name         string
+		ackDropEvery int
+	}{
+		{"all ACKs arrive", 0},
+		{"one ACK in three lost", 3},
+		{"every other ACK lost", 2},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			// The same lossless path at full rate, then decimated to every 6th tick, then to one
+			// send a second: the estimate must read exactly 0 throughout, even when ACKs are
+			// lost, as long as no two in a row are.
+			l := newLink(99, 0, 0, 120, 0)
+			l.ackDropEvery = tt.ackDropEvery
+			tick := 0
+			run := func(seconds, every int) {
+				for range seconds * 60 {
+					packets := 0
+					if tick%every == 0 {
+						packets = 1
+					}
+					l.tick(tickMs(tick, 60), packets)
+					if l.lossEstimate != 0 {
+						t.Fatalf("tick %d (every %d): estimate %v on a lossless path", tick, every, l.lossEstimate)
+					}
+					tick++
+				}
+			}
+			run(10, 1)
+			run(10, 6)
+			run(10, 60)
+			if l.acks == 0 || l.est.totalW == 0 {
+				t.Fatalf("nothing was judged: %d ACKs, weight %v", l.acks, l.est.totalW)
+			}
+		})
+	}
+}
+
+func TestLossDecimationDoesNotInflateEstimate(t *testing.T) {
+	// With a constant 5% path loss, the estimate at 60 Hz and after decimating to 10 Hz agree:
+	// the back-off must not read as more loss.
+	l := newLink(7, 0.05, 0, 100, 0)
+	mean := func(every, seconds int, start int) (float64, int) {
+		sum, n := 0.0, 0
+		tick := start
+		for range seconds * 60 {
+			packets := 0
+			if tick%every == 0 {
+				packets = 1
+			}
+			l.tick(tickMs(tick, 60), packets)
+			sum += l.lossEstimate
+			n++
+			tick++
+		}
+		return sum / float64(n), tick
+	}
+	full, tick := mean(1, 300, 0)
+	_, tick = mean(6, 5, tick) // settle
+	decimated, _ := mean(6, 1800, tick)
+	if decimated > full*1.1 || math.Abs(full-0.05) > 0.01 || math.Abs(decimated-0.05) > 0.01 {
+		t.Errorf("estimate %.4f at 60 Hz, %.4f at 10 Hz, want both ≈ 0.05 and no inflation", full, decimated)
+	}
+}
+
+func TestLossReactionTime(t *testing.T) {
+	// Loss steps from 0 to 20% (every 5th packet); the estimate must cross the default 2%
+	// threshold within a few hundred milliseconds of the horizon, at 60 Hz and at 10 Hz.
+	for _, hz := range []int{60, 10} {
+		var e LossEstimator
+		const rttMs = 100
+		seq := uint16(0)
+		onsetMs := int64(-1)
+		crossedMs := int64(-1)
+		for tick := range 20 * hz {
+			now := tickMs(tick, hz)
+			lossy := now >= 5000
+			if lossy && onsetMs < 0 {
+				onsetMs = now
+			}
+			e.OnSent(seq, now)
+			if !lossy || seq%5 != 0 {
+				e.OnAck(seq) // acks arrive before the horizon; only the judgement time matters here
+			}
+			seq++
+			if loss := e.Update(now, rttMs); loss > 0.02 && crossedMs < 0 {
+				crossedMs = now
+				if !lossy {
+					t.Fatalf("%d Hz: estimate %v before the onset", hz, loss)
+				}
+			}
+		}
+		// A packet sent at the onset is judged once its successor is older than
+		// rtt + max(50, rtt/2) = 150 ms; the estimate then crosses 2% within a few judgements.
+		delay := crossedMs - onsetMs
+		if crossedMs < 0 || delay > 150+1000/int64(hz)+300 {
+			t.Errorf("%d Hz: crossed 2%% %d ms after the onset, want within %d ms", hz, delay, 150+1000/hz+300)
+		}
+		t.Logf("%d Hz: estimate crossed 2%% %d ms after the onset of 20%% loss", hz, delay)
+	}
+}
+
+func TestLossJudgementTiming(t *testing.T) {
+	var e LossEstimator
+	const rtt = 100 // horizon rtt + max(50, rtt/2) = 150 ms
+	e.OnSent(0, 0)
+	e.OnSent(1, 10)
+	// Packet 0 is judged once packet 1 is older than 150 ms, at now = 161.
+	if got := e.Update(160, rtt); got != 0 || e.count != 2 {
+		t.Fatalf("at 160: loss %v count %d, want nothing judged", got, e.count)
+	}
+	if got := e.Update(161, rtt); got != 1 || e.count != 1 {
+		t.Fatalf("at 161: loss %v count %d, want packet 0 judged lost", got, e.count)
+	}
+	// The newest packet waits for a successor, however old it gets.
+	if e.Update(10000, rtt); e.count != 1 {
+		t.Fatalf("count %d, want the last packet still tracked", e.count)
+	}
+	// A large RTT stretches the margin to rtt/2.
+	e.Reset()
+	e.OnSent(0, 0)
+	e.OnSent(1, 0)
+	e.OnAck(0)
+	if e.Update(600, 400); e.count != 2 {
+		t.Fatalf("count %d, want nothing judged before 400 + 200 ms", e.count)
+	}
+	if got := e.Update(601, 400); got != 0 || e.count != 1 {
+		t.Fatalf("loss %v count %d, want packet 0 judged received", got, e.count)
+	}
+}
+
+func TestLossAckEdgeCases(t *testing.T) {
+	t.Run("late ack after judgement is ignored", func(t *testing.T) {
+		var e LossEstimator
+		e.OnSent(0, 0)
+		e.OnSent(1, 0)
+		e.OnAck(1)
+		if got := e.Update(1000, 50); got != 1 {
+			t.Fatalf("loss %v, want 1 (packet 0 judged lost)", got)
+		}
+		e.OnAck(0) // too late
+		e.OnSent(2, 1000)
+		if got := e.Update(1000, 50); got != 1 {
+			t.Errorf("loss %v after a late ACK, want it unchanged at 1", got)
+		}
+	})
+	t.Run("duplicate acks count once", func(t *testing.T) {
+		var e LossEstimator
+		for seq := range uint16(10) {
+			e.OnSent(seq, 0)
+		}
+		for range 5 {
+			e.OnAckField(9, 0x1ff) // everything
+			e.OnAck(3)
+		}
+		e.OnSent(10, 0)
+		if got := e.Update(1000, 50); got != 0 {
+			t.Errorf("loss %v, want 0", got)
+		}
+		if e.totalW != 10 {
+			t.Errorf("judged weight %v, want 10 packets", e.totalW)
+		}
+	})
+	t.Run("acks for unknown sequences are ignored", func(t *testing.T) {
+		var e LossEstimator
+		e.OnAck(5) // nothing sent yet
+		e.OnAckField(0, ^uint64(0))
+		for seq := uint16(100); seq < 110; seq++ {
+			e.OnSent(seq, 0)
+		}
+		for _, seq := range []uint16{110, 111, 200, 99, 0, 65535, 32768} {
+			e.OnAck(seq)
+		}
+		e.OnAckField(65000, ^uint64(0))
+		e.OnAckField(98, ^uint64(0)) // covers 97..34, all before the window
+		if got := e.Update(1000, 50); got != 1 {
+			t.Errorf("loss %v, want 1: no ack matched a sent packet", got)
+		}
+	})
+	t.Run("bitfield acknowledges the preceding packets", func(t *testing.T) {
+		var e LossEstimator
+		for seq := uint16(65530); seq != 10; seq++ { // across the wrap
+			e.OnSent(seq, 0)
+		}
+		// latest 9; bits for 8, 6 and 4 (i = 0, 2, 4) and for 65531 (i = 13).
+		e.OnAckField(9, 1|1<<2|1<<4|1<<13)
+		e.OnSent(10, 0)
+		e.Update(1000, 50)
+		// 16 judged (65530..9), 5 acked.
+		if e.totalW != 16 || e.lostW != 11 {
+			t.Errorf("judged %v lost %v, want 16 and 11", e.totalW, e.lostW)
+		}
+	})
+}
+
+func TestLossSequenceWrap(t *testing.T) {
+	// Start just before the wrap and run many wraps with 10% loss: the estimate stays right.
+	l := newLink(3, 0.1, 0, 60, 65500)
+	sum, n := 0.0, 0
+	for tick := range 30000 { // 250 s at 120 Hz, 8 packets a tick: 240000 sends, 3.7 wraps
+		l.tick(tickMs(tick, 120), 8)
+		if tick > 600 {
+			sum += l.lossEstimate
+			n++
+		}
+	}
+	if l.sent < 3*65536 {
+		t.Fatalf("sent %d packets, want several wraps", l.sent)
+	}
+	if mean := sum / float64(n); math.Abs(mean-0.1) > 0.01 {
+		t.Errorf("mean estimate %.4f across %d wraps, want 0.1", mean, l.sent/65536)
+	}
+}
+
+func TestLossNonConsecutiveSends(t *testing.T) {
+	t.Run("skipped sequences are not judged", func(t *testing.T) {
+		var e LossEstimator
+		e.OnSent(0, 0)
+		e.OnAck(0)
+		e.OnSent(10, 0) // 1..9 never sent
+		e.OnAck(10)
+		e.OnSent(11, 0)
+		e.Update(1000, 50)
+		if e.totalW != 2 || e.lostW != 0 {
+			t.Errorf("judged %v lost %v, want 2 received", e.totalW, e.lostW)
+		}
+	})
+	t.Run("going back restarts tracking without judging", func(t *testing.T) {
+		var e LossEstimator
+		for seq := range uint16(50) {
+			e.OnSent(seq, 0)
+		}
+		e.OnSent(20, 0) // a resend of an old number
+		if e.count != 1 || e.head != 21 {
+			t.Fatalf("count %d head %d, want a restart at 20", e.count, e.head)
+		}
+		e.OnSent(21, 0)
+		if got := e.Update(1000, 50); got != 1 || e.totalW != 1 {
+			t.Errorf("loss %v judged %v, want only the restarted packet judged", got, e.totalW)
+		}
+	})
+	t.Run("far jump restarts tracking", func(t *testing.T) {
+		var e LossEstimator
+		e.OnSent(0, 0)
+		e.OnSent(5000, 0)
+		if e.count != 1 || e.head != 5001 {
+			t.Errorf("count %d head %d, want a restart at 5000", e.count, e.head)
+		}
+	})
+	t.Run("full ring forgets the oldest unjudged", func(t *testing.T) {
+		var e LossEstimator
+		for seq := range uint16(3 * LossRingSize) {
+			e.OnSent(seq, 0)
+		}
+		if e.count != LossRingSize {
+			t.Fatalf("count %d, want %d", e.count, LossRingSize)
+		}
+		for seq := uint16(2 * LossRingSize); seq < 3*LossRingSize; seq++ {
+			e.OnAck(seq)
+		}
+		e.OnAck(0) // forgotten
+		e.OnSent(3*LossRingSize, 0)
+		// The last send forgot 2048; of 2049..3072 the newest waits for a successor.
+		if got := e.Update(1000, 50); got != 0 || e.totalW != LossRingSize-1 {
+			t.Errorf("loss %v judged %v, want %d packets, all received", got, e.totalW, LossRingSize-1)
+		}
+	})
+}
+
+func TestLossForgetsExpiredEvidence(t *testing.T) {
+	var e LossEstimator
+	e.OnSent(0, 0)
+	e.OnSent(1, 0)
+	if got := e.Update(200, 50); got != 1 {
+		t.Fatalf("loss %v, want 1", got)
+	}
+	// Without new judgements the ratio holds while the evidence decays...
+	if got := e.Update(1000, 50); got != 1 {
+		t.Fatalf("loss %v at 1 s, want 1 (same evidence)", got)
+	}
+	// ...and returns to "no signal" once its weight is under forgetWeight: ln(1000)*500 ≈ 3454 ms.
+	if got := e.Update(3400, 50); got != 1 {
+		t.Fatalf("loss %v at 3.4 s, want 1", got)
+	}
+	if got := e.Update(3700, 50); got != 0 {
+		t.Fatalf("loss %v at 3.7 s, want 0", got)
+	}
+}
+
+func TestLossClockEdgeCases(t *testing.T) {
+	var e LossEstimator
+	e.OnSent(0, 1000)
+	e.OnSent(1, 1000)
+	// A clock that goes back judges nothing and decays nothing.
+	if got := e.Update(0, 50); got != 0 || e.count != 2 {
+		t.Fatalf("loss %v count %d, want nothing judged", got, e.count)
+	}
+	if got := e.Update(1200, 50); got != 1 {
+		t.Fatalf("loss %v, want 1", got)
+	}
+	// Extreme times and RTTs stay finite.
+	for _, now := range []int64{math.MinInt64, -1, 0, math.MaxInt64} {
+		for _, rtt := range []uint32{0, 1, math.MaxUint32} {
+			e.OnSent(e.head, now)
+			got := e.Update(now, rtt)
+			if math.IsNaN(got) || got < 0 || got > 1 {
+				t.Fatalf("Update(%d, %d) = %v", now, rtt, got)
+			}
+		}
+	}
+}
+
+func TestLossNoAllocations(t *testing.T) {
+	var e LossEstimator
+	seq := uint16(0)
+	now := int64(0)
+	allocs := testing.AllocsPerRun(1000, func() {
+		e.OnSent(seq, now)
+		e.OnSent(seq+1, now)
+		e.OnAckField(seq, 0xffff_0000_ffff)
+		e.OnAck(seq + 1)
+		seq += 2
+		now += 16
+		_ = e.Update(now, 80)
+	})
+	if allocs != 0 {
+		t.Errorf("%v allocations per tick, want 0", allocs)
+	}
+}
