@@ -1,0 +1,205 @@
+package protocol
+
+import "slices"
+
+// Reset tells the client to drop its view: every entity whose newest record is older than Tick
+// and every history entry older than Tick. The server then sends full state from Tick on. The
+// server sends it reliably; snapshot packets of Tick carry FlagReset too, so a client resets on
+// whichever arrives first.
+type Reset struct {
+	Tick uint32
+}
+
+const resetBytes = 5
+
+// AppendReset appends the encoded RESET to dst.
+func AppendReset(dst []byte, m *Reset) []byte {
+	var w BitWriter
+	dst, start := beginAppend(&w, dst, resetBytes)
+	w.WriteBits(typeByte(MsgReset), 8)
+	w.WriteBits(uint64(m.Tick), 32)
+	return endAppend(&w, dst, start)
+}
+
+// DecodeReset decodes a RESET.
+func DecodeReset(b []byte, m *Reset) error {
+	var r BitReader
+	if err := beginDecode(&r, b, MsgReset); err != nil {
+		return err
+	}
+	m.Tick = uint32(r.ReadBits(32))
+	return endDecode(&r)
+}
+
+// Ack acknowledges received SNAPSHOT packets: Latest is the newest sequence received, bit i of
+// Received is set when sequence Latest-1-i was received (AckWindow sequences in all). Every
+// ACK repeats the whole window, so losing some ACKs loses no acknowledgement.
+type Ack struct {
+	Latest          uint16
+	Received        uint64
+	LastAppliedTick uint32 // newest tick the client applied a SNAPSHOT packet of
+	// Resync asks the server to RESET the view: the client could not list every entity it needs
+	// full state for.
+	Resync   bool
+	needFull [MaxNeedFull]uint16
+	nNeed    uint8
+}
+
+const (
+	ackFlagResync = 1
+	ackMaxBytes   = 17 + 2*MaxNeedFull
+)
+
+// NeedFull lists the entities whose records the client could not apply for want of the baseline
+// they named; the server answers with their full state.
+func (a *Ack) NeedFull() []uint16 { return a.needFull[:a.nNeed] }
+
+// AddNeedFull adds id to NeedFull; it reports false when NeedFull already holds MaxNeedFull ids.
+func (a *Ack) AddNeedFull(id uint16) bool {
+	if int(a.nNeed) == MaxNeedFull {
+		return false
+	}
+	a.needFull[a.nNeed] = id
+	a.nNeed++
+	return true
+}
+
+// ClearNeedFull empties NeedFull.
+func (a *Ack) ClearNeedFull() { a.nNeed = 0 }
+
+// AppendAck appends the encoded ACK to dst.
+func AppendAck(dst []byte, a *Ack) []byte {
+	var w BitWriter
+	dst, start := beginAppend(&w, dst, ackMaxBytes)
+	w.WriteBits(typeByte(MsgAck), 8)
+	w.WriteBits(uint64(a.Latest), 16)
+	w.WriteBits(a.Received&0xffffffff, 32)
+	w.WriteBits(a.Received>>32, 32)
+	w.WriteBits(uint64(a.LastAppliedTick), 32)
+	var flags uint64
+	if a.Resync {
+		flags |= ackFlagResync
+	}
+	w.WriteBits(flags, 8)
+	w.WriteBits(uint64(a.nNeed), 8)
+	for _, id := range a.NeedFull() {
+		w.WriteBits(uint64(id), 16)
+	}
+	return endAppend(&w, dst, start)
+}
+
+// DecodeAck decodes an ACK into a.
+func DecodeAck(b []byte, a *Ack) error {
+	var r BitReader
+	if err := beginDecode(&r, b, MsgAck); err != nil {
+		return err
+	}
+	a.Latest = uint16(r.ReadBits(16))
+	lo := r.ReadBits(32)
+	a.Received = lo | r.ReadBits(32)<<32
+	a.LastAppliedTick = uint32(r.ReadBits(32))
+	flags := r.ReadBits(8)
+	if flags&^ackFlagResync != 0 {
+		r.Fail(ErrInvalid)
+	}
+	a.Resync = flags&ackFlagResync != 0
+	n := r.ReadBits(8)
+	if n > MaxNeedFull {
+		r.Fail(ErrTooMany)
+	}
+	a.nNeed = 0
+	for range min(n, MaxNeedFull) {
+		a.AddNeedFull(uint16(r.ReadBits(16)))
+	}
+	return endDecode(&r)
+}
+
+// Ping is sent by clients at 4 Hz. The server closes a session that stops pinging
+// (CloseNoPing) and skips one whose LastAppliedTick trails too far.
+type Ping struct {
+	ClientTimeMs    uint32 // client wall clock, unix milliseconds, low 32 bits
+	LastAppliedTick uint32
+}
+
+const pingBytes = 9
+
+// AppendPing appends the encoded PING to dst.
+func AppendPing(dst []byte, p *Ping) []byte {
+	var w BitWriter
+	dst, start := beginAppend(&w, dst, pingBytes)
+	w.WriteBits(typeByte(MsgPing), 8)
+	w.WriteBits(uint64(p.ClientTimeMs), 32)
+	w.WriteBits(uint64(p.LastAppliedTick), 32)
+	return endAppend(&w, dst, start)
+}
+
+// DecodePing decodes a PING into p.
+func DecodePing(b []byte, p *Ping) error {
+	var r BitReader
+	if err := beginDecode(&r, b, MsgPing); err != nil {
+		return err
+	}
+	p.ClientTimeMs = uint32(r.ReadBits(32))
+	p.LastAppliedTick = uint32(r.ReadBits(32))
+	return endDecode(&r)
+}
+
+// Command is client input: Seq counts the client's commands, Tick is the newest server tick the
+// client had applied when it issued the command, Payload is opaque game input.
+type Command struct {
+	Seq     uint16
+	Tick    uint32
+	Payload []byte // at most MaxCommandPayload bytes; DecodeCommand makes it alias its input
+}
+
+const commandHeaderBytes = 8
+
+// AppendCommand appends the encoded COMMAND to dst; it refuses a payload over MaxCommandPayload.
+func AppendCommand(dst []byte, c *Command) ([]byte, error) {
+	if len(c.Payload) > MaxCommandPayload {
+		return dst, ErrPayloadLimit
+	}
+	var w BitWriter
+	dst, start := beginAppend(&w, dst, commandHeaderBytes+len(c.Payload))
+	w.WriteBits(typeByte(MsgCommand), 8)
+	w.WriteBits(uint64(c.Seq), 16)
+	w.WriteBits(uint64(c.Tick), 32)
+	w.WriteBits(uint64(len(c.Payload)), 8)
+	dst = endAppend(&w, dst, start)
+	return append(dst, c.Payload...), nil
+}
+
+// DecodeCommand decodes a COMMAND into c; c.Payload aliases b.
+func DecodeCommand(b []byte, c *Command) error {
+	var r BitReader
+	if err := beginDecode(&r, b, MsgCommand); err != nil {
+		return err
+	}
+	c.Seq = uint16(r.ReadBits(16))
+	c.Tick = uint32(r.ReadBits(32))
+	n := int(r.ReadBits(8))
+	if err := r.Err(); err != nil {
+		return err
+	}
+	switch {
+	case len(b) < commandHeaderBytes+n:
+		return ErrTruncated
+	case len(b) > commandHeaderBytes+n:
+		return ErrTrailing
+	}
+	c.Payload = b[commandHeaderBytes:]
+	return nil
+}
+
+// beginAppend grows dst by up to maxBytes (allocating only when its capacity is short) and
+// points w at the new room.
+func beginAppend(w *BitWriter, dst []byte, maxBytes int) ([]byte, int) {
+	start := len(dst)
+	dst = slices.Grow(dst, maxBytes)
+	w.Reset(dst[start : start+maxBytes])
+	return dst, start
+}
+
+func endAppend(w *BitWriter, dst []byte, start int) []byte {
+	return dst[:start+len(w.Bytes())]
+}

@@ -1,0 +1,444 @@
+package protocol
+
+// SnapshotHeader is the fixed part of a SNAPSHOT packet.
+type SnapshotHeader struct {
+	Tick         uint32 // server tick the records describe
+	ServerTimeMs uint32 // server wall clock when the packet was built, unix ms, low 32 bits
+	Seq          uint16 // per-session packet sequence, acknowledged by ACK
+	Flags        uint8
+}
+
+// SNAPSHOT flags.
+const (
+	// FlagLast marks the last packet of a tick's frame.
+	FlagLast = 1 << 0
+	// FlagReset marks the packets of the first frame after a reset: a client that has not yet
+	// seen the RESET of Tick performs it before applying the packet.
+	FlagReset = 1 << 1
+
+	snapshotFlagsKnown = FlagLast | FlagReset
+)
+
+const (
+	// SnapshotHeaderBytes is the size of the SNAPSHOT header.
+	SnapshotHeaderBytes = 12
+	snapshotFlagsOffset = 11
+	// MinSnapshotBytes is the smallest buffer a SNAPSHOT can be built in: a header and the end op.
+	MinSnapshotBytes = SnapshotHeaderBytes + 1
+	// MaxSpawnBits is the size of the largest record, a spawn with velocity; a packet with this
+	// much room left always takes one more record.
+	MaxSpawnBits = 2 + 17 + 8 + 3*PosBits + 32 + 1 + 3*VelBits
+)
+
+// Op is an entity record's operation, the record's first 2 bits.
+type Op uint8
+
+// Record operations.
+const (
+	OpSpawn   Op = 0
+	OpDelta   Op = 1
+	OpDespawn Op = 2
+	opEnd     Op = 3 // ends the record list
+)
+
+// Delta change flags, Delta.Changed.
+const (
+	DeltaPosX     = 1 << 0
+	DeltaPosY     = 1 << 1
+	DeltaPosZ     = 1 << 2
+	DeltaRotFull  = 1 << 3 // Rot holds the new rotation
+	DeltaRotSmall = 1 << 4 // RotD holds differences of the three components, same dropped index
+	DeltaVelX     = 1 << 5
+	DeltaVelY     = 1 << 6
+	DeltaVelZ     = 1 << 7
+)
+
+// Delta is a decoded delta record's payload: the fields that differ from the baseline.
+type Delta struct {
+	Changed uint8
+	Pos     [3]int32 // differences, for the DeltaPos flags set
+	Rot     uint32   // with DeltaRotFull
+	RotD    [3]int16 // with DeltaRotSmall
+	Vel     [3]int16 // differences, for the DeltaVel flags set
+}
+
+// Apply returns base with d applied. It reports false when a field leaves its range, which a
+// delta built by the server against the same baseline never does.
+func (d *Delta) Apply(base *State) (State, bool) {
+	s := *base
+	for i := range 3 {
+		if d.Changed&(DeltaPosX<<i) != 0 {
+			v := s.Pos[i] + d.Pos[i]
+			if v < PosMin || v > PosMax {
+				return s, false
+			}
+			s.Pos[i] = v
+		}
+		if d.Changed&(DeltaVelX<<i) != 0 {
+			v := int32(s.Vel[i]) + int32(d.Vel[i])
+			if v < VelMin || v > VelMax {
+				return s, false
+			}
+			s.Vel[i] = int16(v)
+		}
+	}
+	switch {
+	case d.Changed&DeltaRotFull != 0:
+		s.Rot = d.Rot
+	case d.Changed&DeltaRotSmall != 0:
+		rot := s.Rot &^ (1<<(3*RotComponentBits) - 1)
+		for i := range 3 {
+			shift := uint(2-i) * RotComponentBits
+			c := int32(s.Rot>>shift&rotComponentMax) + int32(d.RotD[i])
+			if c < 0 || c > rotComponentMax {
+				return s, false
+			}
+			rot |= uint32(c) << shift
+		}
+		s.Rot = rot
+	}
+	return s, true
+}
+
+// Record is a decoded entity record.
+type Record struct {
+	Op           Op
+	ID           uint16
+	Kind         uint8  // spawn
+	State        State  // spawn: the full state
+	BaselineTick uint32 // delta: the tick of the state Delta applies to
+	Delta        Delta  // delta
+}
+
+// Snapshot is a decoded SNAPSHOT packet. DecodeSnapshot reuses Records' backing array.
+type Snapshot struct {
+	SnapshotHeader
+	Records []Record
+}
+
+// SnapshotEncoder builds one SNAPSHOT packet in a caller-provided buffer. Each record is written
+// whole or not at all: a record method that reports false left the packet as it was, and the
+// caller closes the packet with Finish. Reusing an encoder and its buffer allocates nothing.
+type SnapshotEncoder struct {
+	w       BitWriter
+	records int
+}
+
+// Begin starts a packet in buf (its length is the packet's capacity) and writes the header. It
+// reports false if buf cannot hold a header and the end op (MinSnapshotBytes).
+func (e *SnapshotEncoder) Begin(buf []byte, h *SnapshotHeader) bool {
+	if len(buf) < MinSnapshotBytes {
+		return false
+	}
+	e.records = 0
+	e.w.Reset(buf)
+	e.w.WriteBits(typeByte(MsgSnapshot), 8)
+	e.w.WriteBits(uint64(h.Tick), 32)
+	e.w.WriteBits(uint64(h.ServerTimeMs), 32)
+	e.w.WriteBits(uint64(h.Seq), 16)
+	e.w.WriteBits(uint64(h.Flags), 8)
+	e.w.SetLimit(len(buf)*8 - 2) // keep room for the end op
+	return true
+}
+
+// Records is the number of records written since Begin.
+func (e *SnapshotEncoder) Records() int { return e.records }
+
+// RoomBits is how many more bits of records the packet can take.
+func (e *SnapshotEncoder) RoomBits() int { return e.w.Limit() - e.w.BitLen() }
+
+// Finish writes the end op and returns the packet.
+func (e *SnapshotEncoder) Finish() []byte {
+	e.w.SetLimit(e.w.BitLen() + 2)
+	e.w.WriteBits(uint64(opEnd), 2)
+	return e.w.Bytes()
+}
+
+// SetSnapshotFlags sets flags in the header of an encoded SNAPSHOT packet.
+func SetSnapshotFlags(pkt []byte, flags uint8) {
+	pkt[snapshotFlagsOffset] |= flags
+}
+
+// opID packs a record's op and entity id: '0' + 12 bits below 4096, else '1' + 16 bits.
+func opID(op Op, id uint16) (uint64, uint) {
+	if id < 1<<12 {
+		return uint64(op) | uint64(id)<<3, 15
+	}
+	return uint64(op) | 1<<2 | uint64(id)<<3, 19
+}
+
+// commit ends a record: it rolls the record back if it did not fit.
+func (e *SnapshotEncoder) commit(m BitMark) bool {
+	if e.w.Overflow() {
+		e.w.Rewind(m)
+		return false
+	}
+	e.records++
+	return true
+}
+
+// Spawn writes a spawn record: id now holds a new entity of the given kind and state.
+func (e *SnapshotEncoder) Spawn(id uint16, kind uint8, s *State) bool {
+	m := e.w.Mark()
+	w := &e.w
+	v, n := opID(OpSpawn, id)
+	w.WriteBits(v|uint64(kind)<<n, n+8)
+	writeFullPos(w, s)
+	w.WriteBits(uint64(s.Rot), 32)
+	if s.Vel == [3]int16{} {
+		w.WriteBits(0, 1)
+	} else {
+		w.WriteBits(1|
+			uint64(int32(s.Vel[0])-VelMin)<<1|
+			uint64(int32(s.Vel[1])-VelMin)<<(1+VelBits), 1+2*VelBits)
+		w.WriteBits(uint64(int32(s.Vel[2])-VelMin), VelBits)
+	}
+	return e.commit(m)
+}
+
+func writeFullPos(w *BitWriter, s *State) {
+	w.WriteBits(uint64(s.Pos[0]-PosMin), PosBits)
+	w.WriteBits(uint64(s.Pos[1]-PosMin), PosBits)
+	w.WriteBits(uint64(s.Pos[2]-PosMin), PosBits)
+}
+
+// Despawn writes a despawn record.
+func (e *SnapshotEncoder) Despawn(id uint16) bool {
+	m := e.w.Mark()
+	v, n := opID(OpDespawn, id)
+	e.w.WriteBits(v, n)
+	return e.commit(m)
+}
+
+// Delta writes a delta record of cur against base, the state the client holds at age ticks
+// before the packet's tick; 1 <= age <= MaxBaselineAge. It reports false, writing nothing, if
+// the record does not fit or age is out of range.
+func (e *SnapshotEncoder) Delta(id uint16, age uint32, base, cur *State) bool {
+	if age == 0 || age > MaxBaselineAge {
+		return false
+	}
+	m := e.w.Mark()
+	w := &e.w
+	v, n := opID(OpDelta, id)
+	a := uint64(age - 1)
+	if a < 16 {
+		w.WriteBits(v|a<<(n+1), n+5)
+	} else {
+		w.WriteBits(v|(1|a<<1)<<n, n+11)
+	}
+	if base.Pos == cur.Pos {
+		w.WriteBits(0, 1)
+	} else {
+		w.WriteBits(1, 1)
+		for i := range 3 {
+			writePosAxis(w, cur.Pos[i]-base.Pos[i])
+		}
+	}
+	writeRot(w, base.Rot, cur.Rot)
+	if base.Vel == cur.Vel {
+		w.WriteBits(0, 1)
+	} else {
+		w.WriteBits(1, 1)
+		for i := range 3 {
+			writeVelAxis(w, int32(cur.Vel[i])-int32(base.Vel[i]))
+		}
+	}
+	return e.commit(m)
+}
+
+// writePosAxis writes one position axis difference: '0' unchanged, else '1' and the zigzag value
+// as '0'+4, '10'+8, '110'+12 or '111'+19 bits.
+func writePosAxis(w *BitWriter, d int32) {
+	if d == 0 {
+		w.WriteBits(0, 1)
+		return
+	}
+	z := uint64(Zigzag(d))
+	switch {
+	case z < 1<<4:
+		w.WriteBits(0b01|z<<2, 6)
+	case z < 1<<8:
+		w.WriteBits(0b011|z<<3, 11)
+	case z < 1<<12:
+		w.WriteBits(0b0111|z<<4, 16)
+	default:
+		w.WriteBits(0b1111|z<<4, 23)
+	}
+}
+
+// writeVelAxis writes one velocity axis difference: '0' unchanged, else '1' and the zigzag value
+// as '0'+4, '10'+8 or '11'+15 bits.
+func writeVelAxis(w *BitWriter, d int32) {
+	if d == 0 {
+		w.WriteBits(0, 1)
+		return
+	}
+	z := uint64(Zigzag(d))
+	switch {
+	case z < 1<<4:
+		w.WriteBits(0b01|z<<2, 6)
+	case z < 1<<8:
+		w.WriteBits(0b011|z<<3, 11)
+	default:
+		w.WriteBits(0b111|z<<3, 18)
+	}
+}
+
+// writeRot writes a rotation change: '0' unchanged; '1','1' and three component differences
+// ('0'+3, '10'+6 or '11'+11 bits each) when the dropped index is the same and that is smaller;
+// else '1','0' and the packed rotation.
+func writeRot(w *BitWriter, base, cur uint32) {
+	if base == cur {
+		w.WriteBits(0, 1)
+		return
+	}
+	const topShift = 3 * RotComponentBits
+	if base>>topShift == cur>>topShift {
+		var codes [3]uint64
+		var lens [3]uint
+		total := uint(0)
+		for i := range 3 {
+			shift := uint(2-i) * RotComponentBits
+			d := int32(cur>>shift&rotComponentMax) - int32(base>>shift&rotComponentMax)
+			z := uint64(Zigzag(d))
+			switch {
+			case z < 1<<3:
+				codes[i], lens[i] = z<<1, 4
+			case z < 1<<6:
+				codes[i], lens[i] = 0b01|z<<2, 8
+			default:
+				codes[i], lens[i] = 0b11|z<<2, 13
+			}
+			total += lens[i]
+		}
+		if total < 32 {
+			w.WriteBits(0b11, 2)
+			for i := range 3 {
+				w.WriteBits(codes[i], lens[i])
+			}
+			return
+		}
+	}
+	w.WriteBits(0b01, 2)
+	w.WriteBits(uint64(cur), 32)
+}
+
+// DecodeSnapshot decodes a SNAPSHOT packet into s, reusing s.Records.
+func DecodeSnapshot(b []byte, s *Snapshot) error {
+	var r BitReader
+	if err := beginDecode(&r, b, MsgSnapshot); err != nil {
+		return err
+	}
+	s.Tick = uint32(r.ReadBits(32))
+	s.ServerTimeMs = uint32(r.ReadBits(32))
+	s.Seq = uint16(r.ReadBits(16))
+	s.Flags = uint8(r.ReadBits(8))
+	if s.Flags&^snapshotFlagsKnown != 0 {
+		return ErrInvalid
+	}
+	s.Records = s.Records[:0]
+	for r.Err() == nil {
+		op := Op(r.ReadBits(2))
+		if op == opEnd {
+			break
+		}
+		s.Records = append(s.Records, Record{})
+		rec := &s.Records[len(s.Records)-1]
+		rec.Op = op
+		if r.ReadBool() {
+			rec.ID = uint16(r.ReadBits(16))
+		} else {
+			rec.ID = uint16(r.ReadBits(12))
+		}
+		switch op {
+		case OpSpawn:
+			readSpawn(&r, rec)
+		case OpDelta:
+			readDelta(&r, rec, s.Tick)
+		}
+	}
+	return endDecode(&r)
+}
+
+func readSpawn(r *BitReader, rec *Record) {
+	rec.Kind = uint8(r.ReadBits(8))
+	for i := range 3 {
+		rec.State.Pos[i] = int32(r.ReadBits(PosBits)) + PosMin
+	}
+	rec.State.Rot = uint32(r.ReadBits(32))
+	if r.ReadBool() {
+		for i := range 3 {
+			rec.State.Vel[i] = int16(int32(r.ReadBits(VelBits)) + VelMin)
+		}
+	}
+}
+
+func readDelta(r *BitReader, rec *Record, tick uint32) {
+	var age uint32
+	if r.ReadBool() {
+		age = uint32(r.ReadBits(10)) + 1
+	} else {
+		age = uint32(r.ReadBits(4)) + 1
+	}
+	rec.BaselineTick = tick - age
+	d := &rec.Delta
+	if r.ReadBool() {
+		for i := range 3 {
+			if r.ReadBool() {
+				d.Changed |= DeltaPosX << i
+				d.Pos[i] = readPosAxis(r)
+			}
+		}
+	}
+	if r.ReadBool() {
+		if r.ReadBool() {
+			d.Changed |= DeltaRotSmall
+			for i := range 3 {
+				d.RotD[i] = readRotComponent(r)
+			}
+		} else {
+			d.Changed |= DeltaRotFull
+			d.Rot = uint32(r.ReadBits(32))
+		}
+	}
+	if r.ReadBool() {
+		for i := range 3 {
+			if r.ReadBool() {
+				d.Changed |= DeltaVelX << i
+				d.Vel[i] = readVelAxis(r)
+			}
+		}
+	}
+}
+
+func readPosAxis(r *BitReader) int32 {
+	switch {
+	case !r.ReadBool():
+		return Unzigzag(uint32(r.ReadBits(4)))
+	case !r.ReadBool():
+		return Unzigzag(uint32(r.ReadBits(8)))
+	case !r.ReadBool():
+		return Unzigzag(uint32(r.ReadBits(12)))
+	}
+	return Unzigzag(uint32(r.ReadBits(19)))
+}
+
+func readVelAxis(r *BitReader) int16 {
+	switch {
+	case !r.ReadBool():
+		return int16(Unzigzag(uint32(r.ReadBits(4))))
+	case !r.ReadBool():
+		return int16(Unzigzag(uint32(r.ReadBits(8))))
+	}
+	return int16(Unzigzag(uint32(r.ReadBits(15))))
+}
+
+func readRotComponent(r *BitReader) int16 {
+	switch {
+	case !r.ReadBool():
+		return int16(Unzigzag(uint32(r.ReadBits(3))))
+	case !r.ReadBool():
+		return int16(Unzigzag(uint32(r.ReadBits(6))))
+	}
+	return int16(Unzigzag(uint32(r.ReadBits(11))))
+}
