@@ -14,8 +14,8 @@ func TestQuantizePos(t *testing.T) {
 		{0, 0},
 		{1, 64},
 		{-1, -64},
-		{0.0078, 0},  // under half a unit
-		{0.0079, 1},  // over half a unit
+		{0.0078, 0}, // under half a unit
+		{0.0079, 1}, // over half a unit
 		{2047.98, PosMax},
 		{-2048, PosMin},
 		{5000, PosMax},
