@@ -1,6 +1,9 @@
 package congestion
 
-import "math"
+import (
+	"math"
+	"math/bits"
+)
 
 // Loss estimator constants.
 const (
@@ -117,11 +120,8 @@ func (e *LossEstimator) OnAck(seq uint16) {
 // packets before it: bit i set acknowledges latest-1-i. A 32-bit field is passed widened.
 func (e *LossEstimator) OnAckField(latest uint16, preceding uint64) {
 	e.OnAck(latest)
-	for i := uint16(0); preceding != 0; i++ {
-		if preceding&1 != 0 {
-			e.OnAck(latest - 1 - i)
-		}
-		preceding >>= 1
+	for ; preceding != 0; preceding &= preceding - 1 {
+		e.OnAck(latest - 1 - uint16(bits.TrailingZeros64(preceding)))
 	}
 }
 

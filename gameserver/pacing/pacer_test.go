@@ -386,6 +386,7 @@ func TestLongRunThroughputEqualsRate(t *testing.T) {
 			}
 			sent := simulate(&p, 0, seconds*60, func(int) float64 { return rate }, reliableSize, tt.unreliable, &rng)
 			want := rate * seconds
+			t.Logf("sent %d B in %d s at %.0f B/s: %+.3f%%", sent, seconds, rate, 100*(float64(sent)-want)/want)
 			if math.Abs(float64(sent)-want) > 0.01*want {
 				t.Errorf("sent %d B in %d s, want %.0f ± 1%% (%.3f%% off)", sent, seconds, want, 100*(float64(sent)-want)/want)
 			}
