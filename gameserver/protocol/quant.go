@@ -38,7 +38,7 @@ type State struct {
 
 // QuantizePos converts meters to position units, rounding to nearest and clamping to the world.
 func QuantizePos(m float32) int32 {
-	return int32(clamp(math.Round(float64(m)*PosUnitsPerMeter), PosMin, PosMax))
+	return int32(roundClamp(float64(m)*PosUnitsPerMeter, PosMin, PosMax))
 }
 
 // DequantizePos converts position units to meters.
@@ -46,7 +46,17 @@ func DequantizePos(u int32) float32 { return float32(u) / PosUnitsPerMeter }
 
 // QuantizeVel converts meters per second to velocity units, rounding and clamping.
 func QuantizeVel(mps float32) int16 {
-	return int16(clamp(math.Round(float64(mps)*VelUnitsPerMeterPerSecond), VelMin, VelMax))
+	return int16(roundClamp(float64(mps)*VelUnitsPerMeterPerSecond, VelMin, VelMax))
+}
+
+// roundClamp rounds v to the nearest integer (ties up) within [lo, hi]; NaN gives lo. Floor is
+// a single instruction on common CPUs, unlike math.Round, and quantization runs for every entity
+// every tick.
+func roundClamp(v, lo, hi float64) float64 {
+	if !(v >= lo) {
+		return lo
+	}
+	return min(math.Floor(v+0.5), hi)
 }
 
 // DequantizeVel converts velocity units to meters per second.

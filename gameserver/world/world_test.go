@@ -1,0 +1,322 @@
+package world
+
+import (
+	"errors"
+	"math"
+	"slices"
+	"testing"
+
+	"github.com/netfleet/netfleet/gameserver/protocol"
+)
+
+func mustNew(t testing.TB, cfg Config) *World {
+	t.Helper()
+	w, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+func restless(seed uint64) Config {
+	return Config{Seed: seed, Capacity: 600, Population: 500, HalfExtent: 500, CellSize: 50}
+}
+
+func TestConfigValidation(t *testing.T) {
+	tests := []struct {
+		name string
+		cfg  Config
+	}{
+		{"no capacity", Config{}},
+		{"capacity over id space", Config{Capacity: protocol.MaxEntities + 1}},
+		{"population over capacity", Config{Capacity: 10, Population: 11}},
+		{"extent over wire range", Config{Capacity: 10, HalfExtent: protocol.WorldHalfExtent}},
+		{"history not a power of two", Config{Capacity: 10, HistoryTicks: 48}},
+		{"rest bounds", Config{Capacity: 10, RestMinSec: 2, RestMaxSec: 1}},
+		{"negative lifetime", Config{Capacity: 10, LifetimeMeanSec: -1}},
+		{"tiny cell", Config{Capacity: 10, CellSize: 0.5}},
+	}
+	for _, tt := range tests {
+		if _, err := New(tt.cfg); err == nil {
+			t.Errorf("%s: New accepted %+v", tt.name, tt.cfg)
+		}
+	}
+	w := mustNew(t, Config{Capacity: 10})
+	if c := w.Config(); c.HalfExtent != 2000 || c.CellSize != 128 || c.HistoryTicks != 64 || c.WanderRadius != 200 {
+		t.Fatalf("defaults not applied: %+v", c)
+	}
+}
+
+func snapshotStates(w *World) []protocol.State {
+	out := make([]protocol.State, 0, w.Capacity())
+	for s := range w.Capacity() {
+		if w.Alive(uint16(s)) {
+			out = append(out, *w.State(uint16(s)))
+		}
+	}
+	return out
+}
+
+func TestDeterministic(t *testing.T) {
+	cfg := Config{Seed: 42, Capacity: 300, Population: 250, HalfExtent: 300, RestMinSec: 0.1, RestMaxSec: 1, LifetimeMeanSec: 2}
+	a, b := mustNew(t, cfg), mustNew(t, cfg)
+	cfg.Seed = 43
+	c := mustNew(t, cfg)
+	for range 300 {
+		a.Step(1.0 / 60)
+		b.Step(1.0 / 60)
+		c.Step(1.0 / 60)
+	}
+	if !slices.Equal(snapshotStates(a), snapshotStates(b)) {
+		t.Fatal("two worlds with the same seed diverged")
+	}
+	if slices.Equal(snapshotStates(a), snapshotStates(c)) {
+		t.Fatal("worlds with different seeds are identical")
+	}
+}
+
+func TestMovementStaysInBoundsAndChanges(t *testing.T) {
+	w := mustNew(t, restless(1))
+	h := protocol.QuantizePos(w.Config().HalfExtent)
+	for range 600 {
+		w.Step(1.0 / 60)
+		for s := range w.Capacity() {
+			if !w.Alive(uint16(s)) {
+				continue
+			}
+			p := w.State(uint16(s)).Pos
+			if p[0] < -h || p[0] > h || p[1] < -h || p[1] > h {
+				t.Fatalf("slot %d left the world: %v", s, p)
+			}
+		}
+	}
+	moved := 0
+	for s := range w.Capacity() {
+		if w.Alive(uint16(s)) && w.Changed(uint16(s)) == w.Tick() {
+			moved++
+		}
+	}
+	if moved != w.Count() {
+		t.Fatalf("%d of %d restless entities changed this tick", moved, w.Count())
+	}
+}
+
+func TestRestingEntitiesStayUnchangedAndBump(t *testing.T) {
+	cfg := restless(2)
+	cfg.RestMinSec, cfg.RestMaxSec = 2, 4
+	cfg.WanderRadius = 5
+	w := mustNew(t, cfg)
+	bumps := 0
+	for range 300 {
+		w.Step(1.0 / 60)
+		for _, b := range w.Bumps() {
+			if !w.Valid(makeID(b.Slot, b.Gen)) || b.Amount != ArrivalBump {
+				t.Fatalf("bad bump %+v", b)
+			}
+			bumps++
+		}
+	}
+	resting := 0
+	for s := range w.Capacity() {
+		if w.Alive(uint16(s)) && w.Changed(uint16(s)) < w.Tick() {
+			resting++
+		}
+	}
+	if resting == 0 || bumps == 0 {
+		t.Fatalf("%d resting entities, %d arrival bumps; want some of each", resting, bumps)
+	}
+}
+
+func TestQuietStepChangesNothing(t *testing.T) {
+	cfg := restless(3)
+	cfg.LifetimeMeanSec = 0.5
+	w := mustNew(t, cfg)
+	for range 30 {
+		w.Step(1.0 / 60)
+	}
+	before := snapshotStates(w)
+	w.Step(0)
+	if !slices.Equal(before, snapshotStates(w)) {
+		t.Fatal("Step(0) changed the world")
+	}
+	for s := range w.Capacity() {
+		if w.Changed(uint16(s)) == w.Tick() {
+			t.Fatalf("slot %d stamped changed by a quiet tick", s)
+		}
+	}
+}
+
+func TestLifetimeChurnKeepsPopulation(t *testing.T) {
+	cfg := restless(4)
+	cfg.LifetimeMeanSec = 0.5
+	w := mustNew(t, cfg)
+	a, err := w.AddAvatar()
+	if err != nil {
+		t.Fatal(err)
+	}
+	gens := make([]uint16, w.Capacity())
+	for s := range gens {
+		gens[s] = w.Gen(uint16(s))
+	}
+	for range 120 {
+		w.Step(1.0 / 60)
+		if w.Count() != cfg.Population+1 {
+			t.Fatalf("count %d, want %d", w.Count(), cfg.Population+1)
+		}
+	}
+	reused := 0
+	for s := range gens {
+		if w.Gen(uint16(s)) > gens[s] {
+			reused++
+		}
+	}
+	if reused == 0 || !w.Valid(a) {
+		t.Fatalf("%d slots reused, avatar valid %v; want churn and an immortal avatar", reused, w.Valid(a))
+	}
+}
+
+func TestIDsAndAvatars(t *testing.T) {
+	w := mustNew(t, Config{Capacity: 3, Population: 1, HalfExtent: 100})
+	a, err := w.AddAvatar()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a == 0 || !w.Valid(a) || w.KindOf(a.Slot()) != KindAvatar {
+		t.Fatalf("avatar %#x not valid", a)
+	}
+	b, err := w.AddAvatar()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.AddAvatar(); !errors.Is(err, ErrFull) {
+		t.Fatalf("AddAvatar on a full world: %v", err)
+	}
+	if !w.Remove(a) || w.Remove(a) || w.Valid(a) {
+		t.Fatal("Remove of a live avatar, then of a removed one, misbehaved")
+	}
+	if _, _, _, ok := w.Position(a); ok {
+		t.Fatal("Position of a removed entity")
+	}
+	if w.SetTarget(a, 0, 0) || w.Bump(a, 1) {
+		t.Fatal("stale id accepted")
+	}
+	c, err := w.AddAvatar()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Slot() != a.Slot() || c == a {
+		t.Fatalf("reused slot: new id %#x, old %#x; want same slot, new generation", c, a)
+	}
+	if !w.Valid(b) || w.Count() != 3 {
+		t.Fatalf("count %d", w.Count())
+	}
+}
+
+func TestSetTarget(t *testing.T) {
+	w := mustNew(t, Config{Capacity: 2, HalfExtent: 100, RestMinSec: 60, RestMaxSec: 60})
+	a, err := w.AddAvatar()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !w.SetTarget(a, 50, -50) {
+		t.Fatal("SetTarget refused a live avatar")
+	}
+	for range 60 * 60 {
+		w.Step(1.0 / 60)
+	}
+	x, y, _, ok := w.Position(a)
+	if !ok || x != 50 || y != -50 {
+		t.Fatalf("avatar at (%v, %v), want (50, -50)", x, y)
+	}
+	if w.State(a.Slot()).Vel != [3]int16{} {
+		t.Fatal("resting avatar has a velocity")
+	}
+}
+
+func TestStateAt(t *testing.T) {
+	cfg := restless(5)
+	cfg.HistoryTicks = 8
+	w := mustNew(t, cfg)
+	var past []protocol.State
+	for range 20 {
+		w.Step(1.0 / 60)
+		past = append(past, *w.State(0))
+	}
+	for i, want := range past {
+		tick := w.Tick() - uint32(len(past)-1-i)
+		got, ok := w.StateAt(0, tick)
+		if inWindow := w.Tick()-tick < 8; ok != inWindow {
+			t.Fatalf("StateAt(tick %d) ok=%v at tick %d", tick, ok, w.Tick())
+		}
+		if ok && *got != want {
+			t.Fatalf("StateAt(tick %d) = %+v, want %+v", tick, *got, want)
+		}
+	}
+	if _, ok := w.StateAt(0, w.Tick()+1); ok {
+		t.Fatal("StateAt returned a future tick")
+	}
+	id, err := w.AddAvatar()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := w.StateAt(id.Slot(), w.Tick()); !ok || *got != *w.State(id.Slot()) {
+		t.Fatal("an entity spawned between ticks has no history at the current tick")
+	}
+}
+
+func TestQueryMatchesBruteForce(t *testing.T) {
+	w := mustNew(t, restless(6))
+	for range 10 {
+		w.Step(1.0 / 60)
+	}
+	r := rng{s: 99}
+	var hits []Hit
+	for range 200 {
+		x, y := (2*r.float()-1)*600, (2*r.float()-1)*600
+		radius := r.float() * 400
+		hits = w.Query(x, y, radius, hits[:0])
+		got := map[uint16]float32{}
+		for _, h := range hits {
+			got[h.Slot] = h.Dist2
+		}
+		if len(got) != len(hits) {
+			t.Fatal("query returned a slot twice")
+		}
+		for s := range w.Capacity() {
+			if !w.Alive(uint16(s)) {
+				continue
+			}
+			p := w.pos[s]
+			d2 := (p[0]-x)*(p[0]-x) + (p[1]-y)*(p[1]-y)
+			d, in := got[uint16(s)]
+			if in != (d2 <= radius*radius) || (in && math.Abs(float64(d-d2)) > 1e-3) {
+				t.Fatalf("slot %d at distance² %v from (%v, %v), radius %v: returned %v (%v)", s, d2, x, y, radius, in, d)
+			}
+		}
+	}
+}
+
+func TestStepAndQueryAllocateNothing(t *testing.T) {
+	cfg := restless(7)
+	cfg.RestMinSec, cfg.RestMaxSec, cfg.LifetimeMeanSec = 0.1, 0.5, 1
+	w := mustNew(t, cfg)
+	hits := make([]Hit, 0, w.Capacity())
+	for range 120 {
+		w.Step(1.0 / 60)
+	}
+	allocs := testing.AllocsPerRun(100, func() {
+		w.Step(1.0 / 60)
+		hits = w.Query(0, 0, 300, hits[:0])
+	})
+	if allocs != 0 {
+		t.Fatalf("%v allocations per tick, want 0", allocs)
+	}
+}
+
+func BenchmarkStep(b *testing.B) {
+	w := mustNew(b, Config{Seed: 1, Capacity: 4096, Population: 4096, HalfExtent: 2047})
+	b.ReportAllocs()
+	for b.Loop() {
+		w.Step(1.0 / 60)
+	}
+}
