@@ -26,7 +26,7 @@
 // the floor. So the delay signal is ENet's ping RTT, not the staleness of the client's last
 // acknowledged tick (which grows when we send less), and the loss estimator judges a packet only
 // by wall-clock age against the RTT, and only after the packet sent after it has had the same
-// chance to be acknowledged: a slower cadence delays judgement but never turns into loss.
+// chance to be acknowledged: a slower cadence delays judgment but never turns into loss.
 //
 // # Healthy equals disabled
 //

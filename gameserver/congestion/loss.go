@@ -19,13 +19,13 @@ const (
 
 	// LossTimeConstantMs is the time constant of the loss average. Judged packets are weighted by
 	// exp(-age/LossTimeConstantMs) in wall-clock time, not per packet, so the estimate reacts
-	// equally fast at 60 and at 10 packets per second: a jump to 10% loss crosses a 2% threshold
-	// about 110 ms (0.22 time constants) after the first lost packets are judged. Fewer packets
-	// make it noisier, not slower or biased.
+	// equally fast at 60 and at 10 packets per second: after a jump to loss p it averages
+	// p(1 - exp(-t/500 ms)), so a jump to 10% loss crosses the default 2% threshold within about
+	// 110 ms of judged packets. Fewer packets make it noisier, not slower or biased.
 	LossTimeConstantMs = 500
 
 	// forgetWeight is the decayed packet weight below which the evidence has expired (about 3.5 s
-	// without a judgement at the default time constant): the estimate returns to 0, "no signal".
+	// without a judgment at the default time constant): the estimate returns to 0, "no signal".
 	forgetWeight = 1e-3
 
 	lossRingMask = LossRingSize - 1
@@ -52,7 +52,7 @@ type lossSlot struct {
 //
 // A packet is judged once the packet sent after it is older than RTT + max(MinJudgeMarginMs,
 // RTT/2): by then the ACK of that next packet, whose bitfield repeats this one, has had time to
-// arrive, so one lost ACK is not loss, at any send rate. Judgement waits on wall-clock age, never
+// arrive, so one lost ACK is not loss, at any send rate. Judgment waits on wall-clock age, never
 // on a count of packets or ticks, so a slower cadence delays it but cannot fake loss. (Under
 // heavy random ACK loss q a received packet is still misread as lost with probability about q
 // squared at the lowest rates, where only that one extra ACK falls within the margin: a
@@ -83,17 +83,12 @@ func (e *LossEstimator) Reset() {
 // and any other sequence restarts tracking at seq without judging what was tracked.
 func (e *LossEstimator) OnSent(seq uint16, nowMs int64) {
 	now := uint32(nowMs)
-	if e.count > 0 {
-		gap := int(seq - e.head)
-		if gap >= LossRingSize {
-			e.count = 0
-		}
-		for ; e.count > 0 && gap > 0; gap-- {
+	if gap := int(seq - e.head); e.count > 0 && gap < LossRingSize {
+		for range gap {
 			e.push(e.head, now, slotSkipped)
 		}
-	}
-	if e.count == 0 {
-		e.head = seq
+	} else {
+		e.count, e.head = 0, seq
 	}
 	e.push(seq, now, slotSent)
 }
@@ -125,7 +120,7 @@ func (e *LossEstimator) OnAckField(latest uint16, preceding uint64) {
 	}
 }
 
-// Update judges every packet that is due at nowMs given the current RTT, folds the judgements
+// Update judges every packet that is due at nowMs given the current RTT, folds the judgments
 // into the loss average and returns the loss ratio in [0, 1].
 func (e *LossEstimator) Update(nowMs int64, rttMs uint32) float64 {
 	if !e.updated || nowMs > e.lastUpdateMs {

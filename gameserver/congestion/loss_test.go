@@ -233,7 +233,7 @@ func TestLossReactionTime(t *testing.T) {
 			}
 			e.OnSent(seq, now)
 			if !lossy || seq%5 != 0 {
-				e.OnAck(seq) // acks arrive before the horizon; only the judgement time matters here
+				e.OnAck(seq) // acks arrive before the horizon; only the judgment time matters here
 			}
 			seq++
 			if loss := e.Update(now, rttMs); loss > 0.02 && crossedMs < 0 {
@@ -244,7 +244,7 @@ func TestLossReactionTime(t *testing.T) {
 			}
 		}
 		// A packet sent at the onset is judged once its successor is older than
-		// rtt + max(50, rtt/2) = 150 ms; the estimate then crosses 2% within a few judgements.
+		// rtt + max(50, rtt/2) = 150 ms; the estimate then crosses 2% within a few judgments.
 		delay := crossedMs - onsetMs
 		if crossedMs < 0 || delay > 150+1000/int64(hz)+300 {
 			t.Errorf("%d Hz: crossed 2%% %d ms after the onset, want within %d ms", hz, delay, 150+1000/hz+300)
@@ -253,7 +253,7 @@ func TestLossReactionTime(t *testing.T) {
 	}
 }
 
-func TestLossJudgementTiming(t *testing.T) {
+func TestLossJudgmentTiming(t *testing.T) {
 	var e LossEstimator
 	const rtt = 100 // horizon rtt + max(50, rtt/2) = 150 ms
 	e.OnSent(0, 0)
@@ -283,7 +283,7 @@ func TestLossJudgementTiming(t *testing.T) {
 }
 
 func TestLossAckEdgeCases(t *testing.T) {
-	t.Run("late ack after judgement is ignored", func(t *testing.T) {
+	t.Run("late ack after judgment is ignored", func(t *testing.T) {
 		var e LossEstimator
 		e.OnSent(0, 0)
 		e.OnSent(1, 0)
@@ -427,7 +427,7 @@ func TestLossForgetsExpiredEvidence(t *testing.T) {
 	if got := e.Update(200, 50); got != 1 {
 		t.Fatalf("loss %v, want 1", got)
 	}
-	// Without new judgements the ratio holds while the evidence decays...
+	// Without new judgments the ratio holds while the evidence decays...
 	if got := e.Update(1000, 50); got != 1 {
 		t.Fatalf("loss %v at 1 s, want 1 (same evidence)", got)
 	}

@@ -4,10 +4,10 @@ import "math"
 
 // BaselineDriftMsPerSecond is how fast the RTT baseline may rise toward a higher RTT, in
 // milliseconds per second of ticks. The baseline is a running minimum, so without drift a
-// genuine path change (a re-route from 50 to 150 ms) would read as congestion for ever; with it
-// the baseline climbs at this rate, and a step of the default 40 ms margin plus 60 ms clears in
-// about six seconds. Six seconds is long against the few hundred milliseconds a peer's own queue
-// needs to drain after a back-off, so congestion we cause is still seen before it is absorbed.
+// genuine path change would read as congestion for ever; with it the baseline climbs at this
+// rate, and a re-route that adds 100 ms reads as congestion for (100 - 40) / 10 = 6 s at the
+// default 40 ms margin. Six seconds is long against the few hundred milliseconds a peer's own
+// queue needs to drain after a back-off, so delay we cause is acted on long before it is absorbed.
 const BaselineDriftMsPerSecond = 10
 
 // Bounds that MakeParams and the Controller clamp to. They keep every quantity finite and
