@@ -58,6 +58,7 @@ func BenchmarkSendService(b *testing.B) {
 					}
 				}
 			}
+			b.ReportAllocs()
 			b.SetBytes(int64(bc.size))
 			b.ResetTimer()
 			for i := range b.N {

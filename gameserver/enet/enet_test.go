@@ -322,6 +322,9 @@ func TestLinkStatsMove(t *testing.T) {
 	if serverEnd.State() != StateConnected || server.ConnectedPeers() != 1 {
 		t.Errorf("server end %s with %d connected peers", serverEnd.State(), server.ConnectedPeers())
 	}
+	if server.PeerCount() != 16 || server.Peer(serverEnd.Slot()) != serverEnd || !server.Peer(16).IsZero() || !server.Peer(-1).IsZero() {
+		t.Errorf("slot lookup: %d slots, slot %d is %v", server.PeerCount(), serverEnd.Slot(), server.Peer(serverEnd.Slot()))
+	}
 
 	// Two reliable packets flushed in one datagram: until the server
 	// acknowledges, both are in transit; once it delivers the first, the
@@ -344,8 +347,14 @@ func TestLinkStatsMove(t *testing.T) {
 	if got := serverEnd.LinkStats().TotalWaitingData; got != uint64(len(second)) {
 		t.Errorf("waiting data with one packet undelivered: %d bytes, want %d", got, len(second))
 	}
-	receive(t, server, &ev)
-	ev.Packet.Destroy()
+	// The second packet is already queued: CheckEvents hands it over without
+	// touching the socket, and then has nothing more.
+	if ok, err := server.CheckEvents(&ev); err != nil || !ok || ev.Type != EventReceive || ev.Packet.Len() != len(second) {
+		t.Fatalf("CheckEvents: %v, %v, %s event of %d bytes", ok, err, ev.Type, ev.Packet.Len())
+	}
+	if ok, err := server.CheckEvents(&ev); err != nil || ok || ev.Packet.Len() != 0 {
+		t.Fatalf("CheckEvents with nothing queued: %v, %v, %s event", ok, err, ev.Type)
+	}
 
 	// Pings replace the default with measured RTTs and acknowledgements empty
 	// the transit.
@@ -477,6 +486,9 @@ func TestConnectAndSendErrors(t *testing.T) {
 	var ev Event
 	if _, err := client.Service(&ev, 0); !errors.Is(err, ErrDestroyed) {
 		t.Errorf("service on destroyed host: %v", err)
+	}
+	if _, err := client.CheckEvents(&ev); !errors.Is(err, ErrDestroyed) {
+		t.Errorf("check events on destroyed host: %v", err)
 	}
 	if err := client.SetConnectRate(1, 1); !errors.Is(err, ErrDestroyed) {
 		t.Errorf("SetConnectRate on destroyed host: %v", err)

@@ -22,6 +22,7 @@ const (
 	EventReceive EventType = C.ENET_EVENT_TYPE_RECEIVE
 )
 
+// String returns the type's name, e.g. "receive".
 func (t EventType) String() string {
 	switch t {
 	case EventNone:

@@ -165,6 +165,7 @@ func (h *Host) Destroy() {
 // the zero AddrPort for a client host.
 func (h *Host) Address() netip.AddrPort { return h.addr }
 
+// String names the host by its bound address, or "client" when unbound.
 func (h *Host) String() string {
 	if h.addr.IsValid() {
 		return h.addr.String()

@@ -52,6 +52,7 @@ var stateNames = [...]string{
 	StateZombie:                  "zombie",
 }
 
+// String returns the state's name, e.g. "connected".
 func (s PeerState) String() string {
 	if s >= 0 && int(s) < len(stateNames) {
 		return stateNames[s]
@@ -174,9 +175,9 @@ func (p Peer) SetPingInterval(interval time.Duration) {
 	}
 }
 
-// SetTimeout sets ENet's disconnect timeout: a peer is dropped when a reliable
-// packet is unacknowledged for maximum, or after limit doublings of the
-// retransmit timer once minimum has passed. Zero values keep ENet's defaults
+// SetTimeout sets when ENet gives up on a peer: once a reliable packet has
+// gone unacknowledged for maximum, or for minimum if its retransmit backoff
+// (doubling per attempt) has reached limit. Zero values keep ENet's defaults
 // (32, 5 s, 30 s).
 func (p Peer) SetTimeout(limit uint32, minimum, maximum time.Duration) {
 	if p.p != nil {
@@ -185,8 +186,9 @@ func (p Peer) SetTimeout(limit uint32, minimum, maximum time.Duration) {
 }
 
 // ConfigureThrottle sets ENet's unreliable-packet throttle on both ends of the
-// connection: every interval the throttle (0..32) rises by acceleration when
-// RTT improves and falls by deceleration when it worsens.
+// connection: the throttle (0..32) rises by acceleration when an RTT sample
+// beats the baseline and falls by deceleration when it is well above it;
+// interval is how often ENet renews that baseline.
 func (p Peer) ConfigureThrottle(interval time.Duration, acceleration, deceleration uint32) {
 	if p.p != nil {
 		C.enet_peer_throttle_configure(p.p, millis(interval), C.enet_uint32(acceleration), C.enet_uint32(deceleration))
@@ -196,9 +198,10 @@ func (p Peer) ConfigureThrottle(interval time.Duration, acceleration, decelerati
 // LinkStats is what ENet knows about a peer's link, read straight from
 // ENetPeer.
 type LinkStats struct {
-	// RTT is ENet's smoothed round-trip time of reliable packets; RTTVariance
-	// its mean deviation; LowestRTT the lowest RTT seen in the current
-	// packet-loss interval (ENet keeps millisecond resolution).
+	// RTT is ENet's smoothed round-trip time of reliable packets, RTTVariance
+	// its mean deviation and LowestRTT the lowest smoothed RTT in ENet's
+	// current 10 s statistics interval; all at millisecond resolution. Before
+	// the first acknowledgement RTT is ENet's 500 ms default.
 	RTT         time.Duration
 	RTTVariance time.Duration
 	LowestRTT   time.Duration

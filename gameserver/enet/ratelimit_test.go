@@ -207,3 +207,70 @@ func FuzzInterceptDatagram(f *testing.F) {
 		}
 	})
 }
+
+func TestConnectRateTableIsBoundedAndEvictsOldest(t *testing.T) {
+	// Sources are spread over 512 sets of 8 by a keyed hash; 16384 new sources
+	// put about 32 in each set, so the first source's entry is evicted unless
+	// fewer than 8 of them land in its set (a chance near 1e-7).
+	const sources = 16384
+	server := newTestHost(t, Config{Address: loopback, Peers: 4, Channels: 2,
+		ConnectRate: ConnectRate{PerSecond: 0.01, Burst: 1}})
+	first := newRawSender(t, server)
+	// A CONNECT cut short after its command byte costs a token but never a
+	// peer, so the flood cannot fill the server's slots.
+	cut := connectDatagram()[:7]
+
+	first.send(cut)
+	first.send(cut)
+	if got := server.ConnectRefusals(); got != 1 {
+		t.Fatalf("after two CONNECTs with a burst of 1: %d refusals, want 1", got)
+	}
+	heap := CHeapBytes()
+
+	dst := net.UDPAddrFromAddrPort(server.Address())
+	var ev Event
+	for i := range sources {
+		src := &net.UDPAddr{IP: net.IPv4(127, 1, byte(i>>8), byte(i))}
+		conn, err := net.ListenUDP("udp4", src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Loopback delivers during the write, so closing at once loses nothing.
+		_, err = conn.WriteToUDP(cut, dst)
+		_ = conn.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Drain often enough that the server's socket buffer never overflows.
+		if i%128 == 127 {
+			if _, err := server.Service(&ev, 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	deadline := time.Now().Add(testDeadline)
+	for server.Totals().ReceivedPackets < sources+2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("server took in %d of %d datagrams", server.Totals().ReceivedPackets, sources+2)
+		}
+		if _, err := server.Service(&ev, time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := server.ConnectRefusals(); got != 1 {
+		t.Errorf("each new source has a full bucket, yet refusals rose to %d", got)
+	}
+	if grown := int64(CHeapBytes()) - int64(heap); grown > 16<<10 {
+		t.Errorf("C heap grew %d bytes while tracking %d sources", grown, sources)
+	}
+
+	// The first source was evicted, so it starts again with a full bucket.
+	first.send(cut)
+	if got := server.ConnectRefusals(); got != 1 {
+		t.Errorf("evicted source refused on return (%d refusals)", got)
+	}
+	first.send(cut)
+	if got := server.ConnectRefusals(); got != 2 {
+		t.Errorf("returning source's second CONNECT: %d refusals, want 2", got)
+	}
+}
