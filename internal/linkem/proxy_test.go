@@ -20,12 +20,15 @@ import (
 // client sees the echo's one-way delay.
 func TestProxyLoss(t *testing.T) {
 	tests := []struct {
-		name string
-		prof Profile
-		want float64
+		name     string
+		prof     Profile
+		want     float64
+		tolerate float64 // three standard deviations of the measured ratio
 	}{
-		{"bernoulli 5%", Profile{Down: Impairment{Loss: 0.05}}, 0.05},
-		{"bursty 10%", Profile{Down: Impairment{Loss: 0.10, LossBurst: 4}}, 0.10},
+		{"bernoulli 5%", Profile{Down: Impairment{Loss: 0.05}}, 0.05, 0.015},
+		// Bursts of 4 make losses correlated: the ratio's deviation is sqrt((1+ρ)/(1-ρ)) ≈ 2.5
+		// times the Bernoulli one, ρ = 1-p-r = 0.72.
+		{"bursty 10%", Profile{Down: Impairment{Loss: 0.10, LossBurst: 4}}, 0.10, 0.035},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -36,8 +39,8 @@ func TestProxyLoss(t *testing.T) {
 			ds := settle(t, p, 0, downstream, n, cl)
 			got := 1 - float64(cl.count())/n
 			t.Logf("measured loss %.2f%% (proxy dropped %d of %d)", 100*got, ds.DroppedLoss, n)
-			if math.Abs(got-tt.want) > 0.015 {
-				t.Errorf("loss %.2f%%, want %.1f%% ± 1.5 pp", 100*got, 100*tt.want)
+			if math.Abs(got-tt.want) > tt.tolerate {
+				t.Errorf("loss %.2f%%, want %.1f%% ± %.1f pp", 100*got, 100*tt.want, 100*tt.tolerate)
 			}
 			if ds.DroppedLoss+ds.PacketsOut != n {
 				t.Errorf("dropped %d + sent %d != %d", ds.DroppedLoss, ds.PacketsOut, n)
@@ -47,16 +50,26 @@ func TestProxyLoss(t *testing.T) {
 }
 
 func TestProxyDelayAndJitter(t *testing.T) {
-	// Packets 25 ms apart, further than the jitter window, so ordering never bends the spread.
+	// Each client's packets are 25 ms apart, further than the jitter window, so ordering never
+	// bends the spread; the clients take turns 3 ms apart, so releases rarely coincide.
+	// A loaded machine delays some receives by milliseconds, so the checks use the quartiles,
+	// which such a tail barely moves, plus the minimum: the proxy never sends early, so no packet
+	// may arrive before the profile's shortest delay.
 	tests := []struct {
-		name           string
-		imp            Impairment
-		p5, p50, p95   time.Duration
-		wantStdMs, tol float64
+		name              string
+		imp               Impairment
+		floor, q1, q2, q3 time.Duration
 	}{
-		{"fixed 80 ms", Impairment{DelayMs: 80}, 80 * time.Millisecond, 80 * time.Millisecond, 80 * time.Millisecond, 0, 0},
-		{"80 ms ± 10 uniform", Impairment{DelayMs: 80, JitterMs: 10}, 71 * time.Millisecond, 80 * time.Millisecond, 89 * time.Millisecond, 20 / math.Sqrt(12), 1},
-		{"40 ms σ 5 normal", Impairment{DelayMs: 40, JitterMs: 5, JitterDist: JitterNormal}, 31777 * time.Microsecond, 40 * time.Millisecond, 48224 * time.Microsecond, 5, 1},
+		{"fixed 80 ms", Impairment{DelayMs: 80}, 80 * time.Millisecond, 80 * time.Millisecond, 80 * time.Millisecond, 80 * time.Millisecond},
+		{
+			"80 ms ± 10 uniform", Impairment{DelayMs: 80, JitterMs: 10},
+			70 * time.Millisecond, 75 * time.Millisecond, 80 * time.Millisecond, 85 * time.Millisecond,
+		},
+		{
+			// Quartiles of a normal distribution lie 0.6745 σ from the mean.
+			"40 ms σ 5 normal", Impairment{DelayMs: 40, JitterMs: 5, JitterDist: JitterNormal},
+			0, 36627 * time.Microsecond, 40 * time.Millisecond, 43372 * time.Microsecond,
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -70,8 +83,8 @@ func TestProxyDelayAndJitter(t *testing.T) {
 			for k := range perClient {
 				for _, cl := range cls {
 					cl.send(t, p.Addr(), uint32(k), 100)
+					time.Sleep(3 * time.Millisecond)
 				}
-				time.Sleep(25 * time.Millisecond)
 			}
 			var all []arrival
 			for i, cl := range cls {
@@ -79,29 +92,22 @@ func TestProxyDelayAndJitter(t *testing.T) {
 				all = append(all, cl.arrivals()...)
 			}
 			d := delaysOf(all)
-			var sum, sumSq float64
-			for _, x := range d {
-				ms := float64(x) / float64(time.Millisecond)
-				sum += ms
-				sumSq += ms * ms
+			q1, q2, q3 := quantile(d, 0.25), quantile(d, 0.5), quantile(d, 0.75)
+			t.Logf("%d samples: min %v q1 %v median %v q3 %v p95 %v max %v; proxy release lateness %+v",
+				len(d), d[0], q1, q2, q3, quantile(d, 0.95), d[len(d)-1], p.Stats().Release)
+			if d[0] < tt.floor {
+				t.Errorf("a packet arrived after %v, before the shortest possible delay %v", d[0], tt.floor)
 			}
-			mean := sum / float64(len(d))
-			std := math.Sqrt(sumSq/float64(len(d)) - mean*mean)
-			p5, p50, p95 := quantile(d, 0.05), quantile(d, 0.5), quantile(d, 0.95)
-			t.Logf("%d samples: p5 %v p50 %v p95 %v mean %.3f ms std %.3f ms", len(d), p5, p50, p95, mean, std)
-			if diff := p50 - tt.p50; diff < -3*time.Millisecond || diff > 3*time.Millisecond {
-				t.Errorf("median delay %v, want %v ± 3ms", p50, tt.p50)
+			if diff := q2 - tt.q2; diff < -3*time.Millisecond || diff > 3*time.Millisecond {
+				t.Errorf("median delay %v, want %v ± 3ms", q2, tt.q2)
 			}
 			for _, q := range []struct {
 				name      string
 				got, want time.Duration
-			}{{"p5", p5, tt.p5}, {"p95", p95, tt.p95}} {
-				if diff := q.got - q.want; diff < -2*time.Millisecond || diff > 3*time.Millisecond {
-					t.Errorf("%s delay %v, want %v -2ms/+3ms", q.name, q.got, q.want)
+			}{{"first quartile", q1, tt.q1}, {"third quartile", q3, tt.q3}} {
+				if diff := q.got - q.want; diff < -1500*time.Microsecond || diff > 2500*time.Microsecond {
+					t.Errorf("%s %v, want %v -1.5ms/+2.5ms", q.name, q.got, q.want)
 				}
-			}
-			if tt.wantStdMs > 0 && math.Abs(std-tt.wantStdMs) > tt.tol {
-				t.Errorf("delay std %.3f ms, want %.3f ± %v", std, tt.wantStdMs, tt.tol)
 			}
 		})
 	}
@@ -172,8 +178,8 @@ func TestProxyBandwidthCap(t *testing.T) {
 	if ds.QueueDelayP95 < queue*9/10 || ds.QueueDelayP95 > queue {
 		t.Errorf("proxy queueing delay p95 %v, want within [%v, %v]", ds.QueueDelayP95, queue*9/10, queue)
 	}
-	if p95 := quantile(d, 0.95); p95 < queue*9/10 || p95 > queue+5*time.Millisecond {
-		t.Errorf("measured one-way delay p95 %v, want within [%v, %v]", p95, queue*9/10, queue+5*time.Millisecond)
+	if p50 := quantile(d, 0.5); p50 < queue*9/10 || p50 > queue+3*time.Millisecond {
+		t.Errorf("measured one-way delay median %v, want within [%v, %v]", p50, queue*9/10, queue+3*time.Millisecond)
 	}
 }
 
@@ -381,7 +387,7 @@ steps:
   - at: 300ms
     select: class:slow
     profile: {delayMs: 50}
-  - at: 600ms
+  - at: 3s
     select: client:0
     profile: {up: {loss: 1}}
 `))
@@ -394,7 +400,13 @@ steps:
 	slow.send(t, p.Addr(), 0, 64)
 	clean.send(t, p.Addr(), 0, 64)
 	eventually(t, 10*time.Second, "first echoes", func() bool { return slow.count() >= 1 && clean.count() == 1 })
-	waitDelay(t, slow, p.Addr(), "the class's 50 ms delay", func(d time.Duration) bool { return d >= 45*time.Millisecond })
+	// Step one gives client 0 its class's delay, well before step two cuts its upstream.
+	waitDelay(t, slow, p.Addr(), "the class's 50 ms delay", func(d time.Duration) bool {
+		return d >= 45*time.Millisecond && d < 90*time.Millisecond
+	})
+	if cs, _ := clientStats(p, 0); cs.Source != "class:slow" {
+		t.Errorf("client 0's profile comes from %q, want class:slow", cs.Source)
+	}
 	eventually(t, 10*time.Second, "client 0's upstream loss", func() bool {
 		cs, ok := clientStats(p, 0)
 		return ok && cs.Source == "client:0" && cs.Profile.Up.Loss == 1
