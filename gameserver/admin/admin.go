@@ -1,0 +1,372 @@
+// Package admin serves a game server's admin API (operator -> game server) over HTTP, on its own
+// port apart from the game's UDP port:
+//
+//	PUT  /v1/netcode  install a netcode.ConfigPush as live config (bearer token required)
+//	GET  /v1/netcode  the netcode.ConfigStatus running now, with the process's instance id
+//	GET  /v1/peers    the connected peers (netcode.PeersResponse)
+//	GET  /healthz     200 while the HTTP server runs
+//	GET  /readyz      200 once the tick loop has ticked and the first config is installed
+//	GET  /metrics     the Prometheus exposition of the Gatherer it was given
+//
+// Every mutating call needs the bearer token (compared in constant time, never logged); reads are
+// open, since probes, Prometheus and a port-forwarded curl use them. A push is validated with
+// netcode.Validate — the same rules the CRD enforces — and installed through Runtime at the next
+// tick boundary; a refused push leaves the running config untouched. Pushes are serialized and a
+// push older than the running generation is refused, so a late or replayed push cannot roll the
+// config back.
+//
+// The package is pure Go: it imports api/netcode and the Prometheus client, never Kubernetes or
+// cgo packages, and nothing else of the game server — the tick loop plugs in through Runtime.
+package admin
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/netfleet/netfleet/api/netcode"
+)
+
+// Runtime is the game server's tick loop as the admin API sees it.
+type Runtime interface {
+	// Apply installs cfg (already validated and defaulted) at the next tick boundary and returns
+	// once the tick loop runs it. It may refuse cfg with an error (a runtime invariant), keeping
+	// the old config; a *netcode.ValidationError names the refused field. If ctx ends before the
+	// tick loop takes cfg, Apply returns ctx.Err() and cfg is not installed.
+	Apply(ctx context.Context, cfg netcode.NetcodeConfig) error
+	// Peers appends the connected peers to dst and returns it.
+	Peers(dst []netcode.PeerInfo) []netcode.PeerInfo
+	// Tick returns the number of ticks run so far.
+	Tick() uint64
+}
+
+// Options configure a Server.
+type Options struct {
+	// Token is the bearer token of mutating calls (the process reads it from
+	// NETFLEET_ADMIN_TOKEN). Required.
+	Token string
+	// Initial is the config the Runtime starts with; it runs as generation 0 until the first
+	// push. Absent fields take their defaults.
+	Initial netcode.NetcodeConfig
+	// Gatherer is served on /metrics; nil serves no /metrics.
+	Gatherer prometheus.Gatherer
+	// Logger gets one record per push; nil discards them. The token is never logged.
+	Logger *slog.Logger
+	// ReadyWithoutPush makes /readyz pass on the initial config, before any push: for a server
+	// run without the operator. By default a server is ready only once a pushed config runs, so a
+	// ready server always runs the config its GameServer asks for.
+	ReadyWithoutPush bool
+	// ApplyTimeout bounds how long a push waits for the tick loop to take it. Default 5s.
+	ApplyTimeout time.Duration
+}
+
+// Server is the admin API of one game-server process. Create it with New; serve Handler() or
+// call Serve.
+type Server struct {
+	rt        Runtime
+	tokenHash [sha256.Size]byte
+	gatherer  prometheus.Gatherer
+	log       *slog.Logger
+	readyInit bool
+	timeout   time.Duration
+
+	// mu serializes pushes: the generation check and the apply are one step.
+	mu sync.Mutex
+	// status is the config running now, readable without mu.
+	status atomic.Pointer[netcode.ConfigStatus]
+}
+
+// New returns the admin API of a process whose tick loop is rt. The process gets a random
+// instance id: run one Server per process, so that a restarted process has a new id.
+func New(rt Runtime, opts Options) (*Server, error) {
+	if rt == nil {
+		return nil, errors.New("admin: nil Runtime")
+	}
+	if opts.Token == "" {
+		return nil, errors.New("admin: empty token")
+	}
+	if err := opts.Initial.Validate(); err != nil {
+		return nil, fmt.Errorf("admin: initial config: %w", err)
+	}
+	id := make([]byte, 16)
+	if _, err := rand.Read(id); err != nil {
+		return nil, fmt.Errorf("admin: instance id: %w", err)
+	}
+	s := &Server{
+		rt:        rt,
+		tokenHash: sha256.Sum256([]byte(opts.Token)),
+		gatherer:  opts.Gatherer,
+		log:       opts.Logger,
+		readyInit: opts.ReadyWithoutPush,
+		timeout:   opts.ApplyTimeout,
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.timeout <= 0 {
+		s.timeout = 5 * time.Second
+	}
+	initial := opts.Initial.Default()
+	s.status.Store(&netcode.ConfigStatus{
+		Generation: 0, Hash: initial.Hash(), InstanceID: hex.EncodeToString(id), Config: initial,
+	})
+	return s, nil
+}
+
+// Status returns the config running now.
+func (s *Server) Status() netcode.ConfigStatus { return *s.status.Load() }
+
+// InstanceID returns the process's instance id.
+func (s *Server) InstanceID() string { return s.status.Load().InstanceID }
+
+// Ready returns nil once the server is ready — the tick loop has ticked and the first config is
+// installed (a pushed one, unless ReadyWithoutPush) — else why it is not.
+func (s *Server) Ready() error {
+	if s.rt.Tick() == 0 {
+		return errors.New("the tick loop has not run yet")
+	}
+	if !s.readyInit && s.status.Load().Generation == 0 {
+		return errors.New("waiting for the first config push")
+	}
+	return nil
+}
+
+// Handler returns the admin API's HTTP handler.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc(netcode.PathNetcode, s.methods(map[string]http.HandlerFunc{
+		http.MethodGet: s.getNetcode, http.MethodPut: s.putNetcode,
+	}))
+	mux.HandleFunc(netcode.PathPeers, s.methods(map[string]http.HandlerFunc{http.MethodGet: s.getPeers}))
+	mux.HandleFunc(netcode.PathHealthz, s.methods(map[string]http.HandlerFunc{http.MethodGet: s.healthz}))
+	mux.HandleFunc(netcode.PathReadyz, s.methods(map[string]http.HandlerFunc{http.MethodGet: s.readyz}))
+	if s.gatherer != nil {
+		metrics := promhttp.HandlerFor(s.gatherer, promhttp.HandlerOpts{})
+		mux.HandleFunc(netcode.PathMetrics, s.methods(map[string]http.HandlerFunc{http.MethodGet: metrics.ServeHTTP}))
+	}
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, netcode.ErrorResponse{Error: "no such path: " + r.URL.Path})
+	})
+	return mux
+}
+
+// Serve serves the admin API on ln until ctx ends, then shuts down gracefully.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	srv := &http.Server{
+		Handler:           s.Handler(),
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       10 * time.Second,
+		// A push may wait ApplyTimeout for the tick loop before it answers.
+		WriteTimeout:   s.timeout + 10*time.Second,
+		IdleTimeout:    2 * time.Minute,
+		MaxHeaderBytes: 16 << 10,
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	select {
+	case err := <-done:
+		return fmt.Errorf("admin: serve: %w", err)
+	case <-ctx.Done():
+	}
+	shutCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutCtx); err != nil {
+		return fmt.Errorf("admin: shutdown: %w", err)
+	}
+	if err := <-done; !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("admin: serve: %w", err)
+	}
+	return nil
+}
+
+// methods dispatches on the request method and answers 405 for the others. HEAD is served as
+// GET.
+func (s *Server) methods(byMethod map[string]http.HandlerFunc) http.HandlerFunc {
+	allowed := make([]string, 0, len(byMethod)+1)
+	for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPut} {
+		if _, ok := byMethod[m]; ok || (m == http.MethodHead && byMethod[http.MethodGet] != nil) {
+			allowed = append(allowed, m)
+		}
+	}
+	allow := strings.Join(allowed, ", ")
+	return func(w http.ResponseWriter, r *http.Request) {
+		m := r.Method
+		if m == http.MethodHead {
+			m = http.MethodGet
+		}
+		h, ok := byMethod[m]
+		if !ok {
+			w.Header().Set("Allow", allow)
+			writeError(w, http.StatusMethodNotAllowed, netcode.ErrorResponse{Error: "method " + r.Method + " not allowed; allowed: " + allow})
+			return
+		}
+		h(w, r)
+	}
+}
+
+func (s *Server) getNetcode(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, s.status.Load())
+}
+
+func (s *Server) putNetcode(w http.ResponseWriter, r *http.Request) {
+	if !s.authorized(r) {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="netfleet-admin"`)
+		writeError(w, http.StatusUnauthorized, netcode.ErrorResponse{Error: "missing or wrong bearer token"})
+		return
+	}
+	push, code, err := decodePush(w, r)
+	if err != nil {
+		writeError(w, code, netcode.ErrorResponse{Error: err.Error()})
+		return
+	}
+	if push.Generation < 1 {
+		writeError(w, http.StatusUnprocessableEntity, netcode.ErrorResponse{
+			Error: fmt.Sprintf("generation must be at least 1, got %d", push.Generation), Field: "generation"})
+		return
+	}
+	if err := push.Config.Validate(); err != nil {
+		s.log.Warn("config push refused", "generation", push.Generation, "field", netcode.FirstField(err), "error", err)
+		writeError(w, http.StatusUnprocessableEntity, netcode.ErrorResponse{Error: err.Error(), Field: netcode.FirstField(err)})
+		return
+	}
+	cfg := push.Config.Default()
+	st, code, eresp := s.install(r.Context(), push.Generation, cfg)
+	if code != http.StatusOK {
+		writeError(w, code, eresp)
+		return
+	}
+	writeJSON(w, http.StatusOK, st)
+}
+
+// install runs one push under the push lock: the generation check, the apply and the new status
+// are one step.
+func (s *Server) install(ctx context.Context, gen int64, cfg netcode.NetcodeConfig) (*netcode.ConfigStatus, int, netcode.ErrorResponse) {
+	hash := cfg.Hash()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cur := s.status.Load()
+	switch {
+	case gen < cur.Generation:
+		return nil, http.StatusConflict, netcode.ErrorResponse{
+			Error: fmt.Sprintf("generation %d is older than the running generation %d", gen, cur.Generation), Generation: cur.Generation}
+	case gen == cur.Generation && hash == cur.Hash:
+		return cur, http.StatusOK, netcode.ErrorResponse{}
+	case gen == cur.Generation:
+		return nil, http.StatusConflict, netcode.ErrorResponse{
+			Error: fmt.Sprintf("generation %d already runs a different config", gen), Generation: cur.Generation}
+	}
+	// A new generation with the running config (e.g. only the Pod template changed) needs no
+	// tick-boundary switch: it is the same config under a new number.
+	if hash != cur.Hash {
+		actx, cancel := context.WithTimeout(ctx, s.timeout)
+		err := s.rt.Apply(actx, cfg)
+		cancel()
+		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+			s.log.Warn("config push not applied: the tick loop did not take it in time", "generation", gen)
+			return nil, http.StatusServiceUnavailable, netcode.ErrorResponse{
+				Error: "the tick loop did not take the config in time; the old config runs", Generation: cur.Generation}
+		}
+		if err != nil {
+			s.log.Warn("config push refused by the runtime", "generation", gen, "error", err)
+			return nil, http.StatusUnprocessableEntity, netcode.ErrorResponse{Error: err.Error(), Field: netcode.FirstField(err)}
+		}
+	}
+	next := &netcode.ConfigStatus{Generation: gen, Hash: hash, InstanceID: cur.InstanceID, Config: cfg}
+	s.status.Store(next)
+	s.log.Info("config applied", "generation", gen, "hash", hash, "previousGeneration", cur.Generation)
+	return next, http.StatusOK, netcode.ErrorResponse{}
+}
+
+// decodePush reads a ConfigPush: at most MaxAdminBodyBytes (413), one JSON object with known
+// fields only (400).
+func decodePush(w http.ResponseWriter, r *http.Request) (netcode.ConfigPush, int, error) {
+	var push netcode.ConfigPush
+	if r.ContentLength > netcode.MaxAdminBodyBytes {
+		return push, http.StatusRequestEntityTooLarge, fmt.Errorf("body of %d bytes exceeds %d", r.ContentLength, netcode.MaxAdminBodyBytes)
+	}
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, netcode.MaxAdminBodyBytes))
+	dec.DisallowUnknownFields()
+	err := dec.Decode(&push)
+	if err == nil {
+		// Anything after the object makes the body malformed.
+		if extra := dec.Decode(&struct{}{}); !errors.Is(extra, io.EOF) {
+			err = errors.New("unexpected data after the JSON object")
+			if extra != nil {
+				err = extra
+			}
+		}
+	}
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		return push, http.StatusRequestEntityTooLarge, fmt.Errorf("body exceeds %d bytes", netcode.MaxAdminBodyBytes)
+	case err != nil:
+		return push, http.StatusBadRequest, fmt.Errorf("malformed config push: %w", err)
+	}
+	return push, http.StatusOK, nil
+}
+
+// authorized checks the bearer token in constant time. Both sides are hashed first, so the
+// comparison does not even reveal the token's length.
+func (s *Server) authorized(r *http.Request) bool {
+	scheme, tok, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return false
+	}
+	got := sha256.Sum256([]byte(strings.TrimSpace(tok)))
+	return subtle.ConstantTimeCompare(got[:], s.tokenHash[:]) == 1
+}
+
+func (s *Server) getPeers(w http.ResponseWriter, _ *http.Request) {
+	resp := netcode.PeersResponse{Tick: s.rt.Tick(), Peers: s.rt.Peers(nil)}
+	if resp.Peers == nil {
+		resp.Peers = []netcode.PeerInfo{}
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	_, _ = io.WriteString(w, "ok\n")
+}
+
+func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
+	if err := s.Ready(); err != nil {
+		writeError(w, http.StatusServiceUnavailable, netcode.ErrorResponse{Error: err.Error()})
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	_, _ = io.WriteString(w, "ok\n")
+}
+
+func writeError(w http.ResponseWriter, code int, e netcode.ErrorResponse) {
+	writeJSON(w, code, e)
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		// The wire types are plain structs of numbers, strings and booleans.
+		http.Error(w, "encode answer: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_, _ = w.Write(append(raw, '\n'))
+}
