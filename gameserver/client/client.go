@@ -1,0 +1,422 @@
+// Package client is the client side of netfleet's game protocol, used by load bots and tests: it
+// decodes SNAPSHOT and RESET messages, applies them to a local view of the entities, keeps the
+// per-entity history that deltas are resolved against, and produces ACK, PING and COMMAND
+// messages.
+//
+// It imports gameserver/protocol only; it does no I/O and reads no clock (callers pass the time),
+// so a bot drives it from its own network loop.
+//
+// # Applying records
+//
+// Each entity keeps the tick of its newest record. A record older than that is stale (a
+// reordered packet): it does not change the view, but a stale state that resolves is kept in the
+// history, since the server may later use it as a baseline. A despawn leaves a tombstone so a
+// late spawn cannot bring the entity back.
+//
+// A delta whose baseline is not in the history (or that names an entity the client does not
+// hold) cannot be applied. The packet is still acknowledged, and the entity is listed in NeedFull
+// in every ACK until a spawn for it arrives; the server answers NeedFull with full state and
+// ignores acknowledgements of what it had in flight for that entity. If more than
+// protocol.MaxNeedFull entities are missing, the ACK asks for a RESET instead (Resync).
+package client
+
+import (
+	"errors"
+
+	"github.com/netfleet/netfleet/gameserver/protocol"
+)
+
+// PingIntervalMs is the interval between PINGs: 4 Hz.
+const PingIntervalMs = 250
+
+// ErrUnexpected is returned for a message a client does not accept (ACK, PING, COMMAND).
+var ErrUnexpected = errors.New("client: unexpected message type from server")
+
+// Entity is one entity of the view.
+type Entity struct {
+	ID    uint16
+	Kind  uint8
+	State protocol.State
+	Tick  uint32 // tick of State
+}
+
+// Stats are the client's counters.
+type Stats struct {
+	Packets          uint64 // SNAPSHOT packets decoded
+	Bytes            uint64 // their bytes
+	Resets           uint64 // view resets performed (RESET or FlagReset)
+	Malformed        uint64 // messages that did not decode, dropped
+	RecordsApplied   uint64
+	RecordsStale     uint64 // older than what the view holds
+	RecordsUnapplied uint64 // deltas that could not be resolved; full state was asked for
+	LastAgeMs        int32  // snapshot age of the last packet: receive time - server time
+	MaxAgeMs         int32
+	SumAgeMs         int64 // over Packets, for the mean age
+}
+
+type entry struct {
+	id     uint16
+	kind   uint8
+	alive  bool
+	latest uint32 // tick of the newest record applied, despawns included
+	n      int    // history length
+	ticks  [protocol.HistoryDepth]uint32
+	states [protocol.HistoryDepth]protocol.State // ascending by tick
+}
+
+// find returns the history state of tick.
+func (e *entry) find(tick uint32) *protocol.State {
+	for i := e.n - 1; i >= 0; i-- {
+		if e.ticks[i] == tick {
+			return &e.states[i]
+		}
+	}
+	return nil
+}
+
+// remember inserts a state into the history in tick order, evicting the oldest when full.
+func (e *entry) remember(tick uint32, s *protocol.State) {
+	i := e.n
+	for i > 0 && e.ticks[i-1] >= tick {
+		if e.ticks[i-1] == tick {
+			e.states[i-1] = *s
+			return
+		}
+		i--
+	}
+	if e.n == protocol.HistoryDepth {
+		if i == 0 {
+			return // older than the whole history
+		}
+		copy(e.ticks[:i-1], e.ticks[1:i])
+		copy(e.states[:i-1], e.states[1:i])
+		i--
+	} else {
+		copy(e.ticks[i+1:e.n+1], e.ticks[i:e.n])
+		copy(e.states[i+1:e.n+1], e.states[i:e.n])
+		e.n++
+	}
+	e.ticks[i], e.states[i] = tick, *s
+}
+
+// forget drops history older than tick.
+func (e *entry) forget(tick uint32) {
+	k := 0
+	for k < e.n && e.ticks[k] < tick {
+		k++
+	}
+	copy(e.ticks[:], e.ticks[k:e.n])
+	copy(e.states[:], e.states[k:e.n])
+	e.n -= k
+}
+
+// current is the newest state.
+func (e *entry) current() *protocol.State { return &e.states[e.n-1] }
+
+// Client is one client's protocol state and view. It is not safe for concurrent use.
+type Client struct {
+	index   map[uint16]int32
+	entries []entry
+	free    []int32
+	alive   int
+	snap    protocol.Snapshot
+
+	haveSeq   bool
+	latest    uint16
+	received  uint64
+	ackDue    bool
+	need      []uint16
+	resync    bool
+	applied   uint32 // newest tick applied
+	resetTick uint32 // tick of the newest reset performed
+
+	lastPingMs int64
+	pinged     bool
+	cmdSeq     uint16
+	stats      Stats
+}
+
+// New returns a client with an empty view.
+func New() *Client {
+	return &Client{
+		index: make(map[uint16]int32, 1024),
+		need:  make([]uint16, 0, protocol.MaxNeedFull),
+	}
+}
+
+// Stats returns the counters.
+func (c *Client) Stats() Stats { return c.stats }
+
+// LastAppliedTick is the newest server tick the client applied a SNAPSHOT packet of.
+func (c *Client) LastAppliedTick() uint32 { return c.applied }
+
+// Len is the number of live entities in the view.
+func (c *Client) Len() int { return c.alive }
+
+// Entity returns entity id of the view.
+func (c *Client) Entity(id uint16) (Entity, bool) {
+	i, ok := c.index[id]
+	if !ok || !c.entries[i].alive {
+		return Entity{}, false
+	}
+	e := &c.entries[i]
+	return Entity{ID: id, Kind: e.kind, State: *e.current(), Tick: e.ticks[e.n-1]}, true
+}
+
+// Range calls fn for every live entity until fn returns false.
+func (c *Client) Range(fn func(Entity) bool) {
+	for i := range c.entries {
+		e := &c.entries[i]
+		if e.alive && !fn(Entity{ID: e.id, Kind: e.kind, State: *e.current(), Tick: e.ticks[e.n-1]}) {
+			return
+		}
+	}
+}
+
+// HandleMessage applies a message from the server received at nowUnixMs. A message that does not
+// decode is counted in Stats.Malformed and its error returned; the view is unchanged.
+func (c *Client) HandleMessage(b []byte, nowUnixMs int64) error {
+	t, err := protocol.PeekType(b)
+	if err == nil {
+		switch t {
+		case protocol.MsgSnapshot:
+			err = c.handleSnapshot(b, nowUnixMs)
+		case protocol.MsgReset:
+			var m protocol.Reset
+			if err = protocol.DecodeReset(b, &m); err == nil {
+				c.reset(m.Tick)
+			}
+		default:
+			err = ErrUnexpected
+		}
+	}
+	if err != nil {
+		c.stats.Malformed++
+	}
+	return err
+}
+
+func (c *Client) handleSnapshot(b []byte, nowUnixMs int64) error {
+	if err := protocol.DecodeSnapshot(b, &c.snap); err != nil {
+		return err
+	}
+	s := &c.snap
+	c.stats.Packets++
+	c.stats.Bytes += uint64(len(b))
+	age := int32(uint32(nowUnixMs) - s.ServerTimeMs)
+	c.stats.LastAgeMs = age
+	c.stats.MaxAgeMs = max(c.stats.MaxAgeMs, age)
+	c.stats.SumAgeMs += int64(age)
+	c.received1(s.Seq)
+	if s.Flags&protocol.FlagReset != 0 {
+		c.reset(s.Tick)
+	}
+	if s.Tick < c.resetTick {
+		c.stats.RecordsStale += uint64(len(s.Records)) // from before a reset
+		return nil
+	}
+	for i := range s.Records {
+		c.apply(s.Tick, &s.Records[i])
+	}
+	c.applied = max(c.applied, s.Tick)
+	return nil
+}
+
+// received1 records a received sequence for the next ACK.
+func (c *Client) received1(seq uint16) {
+	c.ackDue = true
+	if !c.haveSeq {
+		c.haveSeq, c.latest, c.received = true, seq, 0
+		return
+	}
+	switch d := int16(seq - c.latest); {
+	case d > 0:
+		c.received = c.received<<d | 1<<(d-1) // shifts of 64 or more give 0
+		c.latest = seq
+	case d < 0 && d >= -protocol.AckWindow:
+		c.received |= 1 << (-d - 1)
+	}
+}
+
+func (c *Client) lookup(id uint16) *entry {
+	if i, ok := c.index[id]; ok {
+		return &c.entries[i]
+	}
+	return nil
+}
+
+func (c *Client) create(id uint16) *entry {
+	var i int32
+	if n := len(c.free); n > 0 {
+		i = c.free[n-1]
+		c.free = c.free[:n-1]
+	} else {
+		i = int32(len(c.entries))
+		c.entries = append(c.entries, entry{})
+	}
+	c.entries[i] = entry{id: id}
+	c.index[id] = i
+	return &c.entries[i]
+}
+
+func (c *Client) apply(tick uint32, r *protocol.Record) {
+	e := c.lookup(r.ID)
+	if e != nil && tick < e.latest {
+		c.stale(tick, e, r)
+		return
+	}
+	switch r.Op {
+	case protocol.OpSpawn:
+		if e == nil {
+			e = c.create(r.ID)
+		}
+		if !e.alive {
+			e.alive = true
+			e.n = 0
+			c.alive++
+		}
+		e.kind = r.Kind
+		e.remember(tick, &r.State)
+		e.latest = tick
+		c.resolved(r.ID)
+	case protocol.OpDelta:
+		var base *protocol.State
+		if e != nil && e.alive {
+			base = e.find(r.BaselineTick)
+		}
+		if base == nil {
+			c.unapplied(r.ID)
+			return
+		}
+		st, ok := r.Delta.Apply(base)
+		if !ok {
+			c.unapplied(r.ID)
+			return
+		}
+		e.remember(tick, &st)
+		e.latest = tick
+	case protocol.OpDespawn:
+		if e == nil {
+			e = c.create(r.ID) // a tombstone, so a late spawn cannot revive it
+		}
+		if e.alive {
+			e.alive = false
+			c.alive--
+		}
+		e.n = 0
+		e.latest = tick
+		c.resolved(r.ID)
+	}
+	c.stats.RecordsApplied++
+}
+
+// stale handles a record older than the entity's newest: the view does not change, but a state
+// that resolves joins the history, as the server may make it a baseline.
+func (c *Client) stale(tick uint32, e *entry, r *protocol.Record) {
+	c.stats.RecordsStale++
+	if !e.alive {
+		return
+	}
+	switch r.Op {
+	case protocol.OpSpawn:
+		e.remember(tick, &r.State)
+	case protocol.OpDelta:
+		if base := e.find(r.BaselineTick); base != nil {
+			if st, ok := r.Delta.Apply(base); ok {
+				e.remember(tick, &st)
+			}
+		}
+	}
+}
+
+func (c *Client) unapplied(id uint16) {
+	c.stats.RecordsUnapplied++
+	for _, n := range c.need {
+		if n == id {
+			return
+		}
+	}
+	if len(c.need) == protocol.MaxNeedFull {
+		c.resync = true
+		return
+	}
+	c.need = append(c.need, id)
+	c.ackDue = true
+}
+
+// resolved drops id from NeedFull once a spawn or despawn settled it.
+func (c *Client) resolved(id uint16) {
+	for i, n := range c.need {
+		if n == id {
+			c.need[i] = c.need[len(c.need)-1]
+			c.need = c.need[:len(c.need)-1]
+			return
+		}
+	}
+}
+
+// reset performs the RESET of tick once: every entity with nothing from tick on is dropped, and
+// history before tick with it.
+func (c *Client) reset(tick uint32) {
+	if tick <= c.resetTick {
+		return
+	}
+	c.resetTick = tick
+	c.stats.Resets++
+	for i := range c.entries {
+		e := &c.entries[i]
+		if _, ok := c.index[e.id]; !ok || c.index[e.id] != int32(i) {
+			continue // a free entry
+		}
+		if e.latest >= tick {
+			e.forget(tick)
+			continue
+		}
+		if e.alive {
+			c.alive--
+		}
+		delete(c.index, e.id)
+		c.free = append(c.free, int32(i))
+	}
+	c.need = c.need[:0]
+	c.resync = false
+}
+
+// AckDue reports whether packets arrived, or entities went missing, since the last ACK.
+func (c *Client) AckDue() bool { return c.ackDue }
+
+// AppendAck appends an ACK of every packet received (the newest and the AckWindow before it) to
+// dst. It reports false, appending nothing, before the first packet.
+func (c *Client) AppendAck(dst []byte) ([]byte, bool) {
+	if !c.haveSeq {
+		return dst, false
+	}
+	a := protocol.Ack{Latest: c.latest, Received: c.received, LastAppliedTick: c.applied, Resync: c.resync}
+	for _, id := range c.need {
+		a.AddNeedFull(id)
+	}
+	c.ackDue = false
+	return protocol.AppendAck(dst, &a), true
+}
+
+// PingDue reports whether a PING is due at nowUnixMs (every PingIntervalMs).
+func (c *Client) PingDue(nowUnixMs int64) bool {
+	return !c.pinged || nowUnixMs-c.lastPingMs >= PingIntervalMs
+}
+
+// AppendPing appends a PING stamped nowUnixMs to dst.
+func (c *Client) AppendPing(dst []byte, nowUnixMs int64) []byte {
+	c.pinged, c.lastPingMs = true, nowUnixMs
+	return protocol.AppendPing(dst, &protocol.Ping{ClientTimeMs: uint32(nowUnixMs), LastAppliedTick: c.applied})
+}
+
+// AppendCommand appends a COMMAND carrying payload (at most protocol.MaxCommandPayload bytes),
+// numbered after the previous one and stamped with the last applied tick.
+func (c *Client) AppendCommand(dst []byte, payload []byte) ([]byte, error) {
+	out, err := protocol.AppendCommand(dst, &protocol.Command{Seq: c.cmdSeq, Tick: c.applied, Payload: payload})
+	if err != nil {
+		return dst, err
+	}
+	c.cmdSeq++
+	return out, nil
+}

@@ -1,0 +1,55 @@
+package snapshot
+
+import "github.com/netfleet/netfleet/gameserver/protocol"
+
+// Frame is what one session is sent for one tick: zero or more SNAPSHOT packets, preceded by a
+// RESET message when the session's view was reset. Its buffer is fixed at NewFrame; building
+// into a reused Frame allocates nothing once warm.
+type Frame struct {
+	tick     uint32
+	buf      []byte
+	ends     []int
+	reset    []byte
+	resetBuf [8]byte
+}
+
+// NewFrame returns a frame that holds up to capacity bytes of packets (backpressure.frameBytes).
+func NewFrame(capacity int) *Frame {
+	return &Frame{buf: make([]byte, capacity), ends: make([]int, 0, capacity/protocol.MinSnapshotBytes/8+1)}
+}
+
+func (f *Frame) clear(tick uint32) {
+	f.tick = tick
+	f.ends = f.ends[:0]
+	f.reset = nil
+}
+
+// Tick is the tick the frame was built for.
+func (f *Frame) Tick() uint32 { return f.tick }
+
+// Cap is the frame's capacity in bytes.
+func (f *Frame) Cap() int { return len(f.buf) }
+
+// Packets is the number of SNAPSHOT packets.
+func (f *Frame) Packets() int { return len(f.ends) }
+
+// Packet returns packet i, to be sent unreliably. It aliases the frame's buffer.
+func (f *Frame) Packet(i int) []byte {
+	start := 0
+	if i > 0 {
+		start = f.ends[i-1]
+	}
+	return f.buf[start:f.ends[i]]
+}
+
+// Bytes is the total size of the frame's packets.
+func (f *Frame) Bytes() int {
+	if len(f.ends) == 0 {
+		return 0
+	}
+	return f.ends[len(f.ends)-1]
+}
+
+// ResetMessage returns the RESET message that must reach the client, reliably, before or with
+// the frame's packets; nil when the view was not reset.
+func (f *Frame) ResetMessage() []byte { return f.reset }

@@ -1,0 +1,389 @@
+package snapshot
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/netfleet/netfleet/api/netcode"
+	"github.com/netfleet/netfleet/gameserver/protocol"
+	"github.com/netfleet/netfleet/gameserver/world"
+)
+
+const dt = 1.0 / 60
+
+func testConfig() Config {
+	return Config{MaxPacketBytes: 1200, TickRateHz: 60, InterestRadius: 150}
+}
+
+// busyWorld has moving, resting, spawning and despawning entities, about 80 per session's
+// interest.
+func busyWorld(seed uint64) world.Config {
+	return world.Config{
+		Seed: seed, Capacity: 512, Population: 400, HalfExtent: 300, CellSize: 50, WanderRadius: 60,
+		RestMinSec: 0.5, RestMaxSec: 3, LifetimeMeanSec: 4,
+	}
+}
+
+// TestConvergence runs sessions with different budgets over lossy, delaying links through a busy
+// world, then through quiet ticks, and checks that every client's view equals the world within
+// its interest.
+func TestConvergence(t *testing.T) {
+	tests := []struct {
+		name                     string
+		budget, loss, maxDelay   int
+		statUpdateHz, packetSize int
+	}{
+		{name: "unlimited, no loss", maxDelay: 1},
+		{name: "default budget, 10% loss", budget: 2400, loss: 100, maxDelay: 4},
+		{name: "small budget, 25% loss", budget: 600, loss: 250, maxDelay: 6},
+		{name: "tiny budget and packets, 5% loss", budget: 300, loss: 50, maxDelay: 3, packetSize: 256},
+		{name: "10 Hz state updates, 10% loss", budget: 2400, loss: 100, maxDelay: 4, statUpdateHz: 10},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := testConfig()
+			cfg.StateUpdateHz = tt.statUpdateHz
+			if tt.packetSize != 0 {
+				cfg.MaxPacketBytes = tt.packetSize
+			}
+			h := newHarness(t, busyWorld(7), cfg)
+			for range 3 {
+				h.addLink(tt.budget, tt.loss, tt.maxDelay)
+			}
+			for range 600 {
+				h.tick(dt)
+			}
+			for _, l := range h.links {
+				if l.sess.Stats().Deltas == 0 || l.cl.Stats().RecordsApplied == 0 {
+					t.Fatalf("no deltas sent or nothing applied: %+v", l.sess.Stats())
+				}
+			}
+			quiet := 0
+			for ; quiet < 2000; quiet++ {
+				h.tick(0)
+				done := true
+				for _, l := range h.links {
+					done = done && len(h.diff(l)) == 0
+				}
+				if done {
+					break
+				}
+			}
+			for i, l := range h.links {
+				if d := h.diff(l); len(d) > 0 {
+					t.Fatalf("link %d did not converge after %d quiet ticks: %d problems, first %q; view %d entities", i, quiet, len(d), d[0], l.cl.Len())
+				}
+				if l.cl.Len() == 0 {
+					t.Fatalf("link %d: empty view", i)
+				}
+				t.Logf("link %d converged after %d quiet ticks: view %d, session %+v, client %+v", i, quiet, l.cl.Len(), l.sess.Stats(), l.cl.Stats())
+			}
+		})
+	}
+}
+
+// TestIdleWorldSendsNothing: once everything is acknowledged, a tick costs zero bytes.
+func TestIdleWorldSendsNothing(t *testing.T) {
+	h := newHarness(t, busyWorld(8), testConfig())
+	for _, budget := range []int{0, 2400, 600} {
+		h.addLink(budget, 0, 2)
+	}
+	for range 120 {
+		h.tick(dt)
+	}
+	for range 60 {
+		h.tick(0)
+	}
+	for range 10 {
+		h.tick(0)
+		for i, l := range h.links {
+			if l.frame.Bytes() != 0 || l.frame.Packets() != 0 || l.sess.Stats().LastCandidates != 0 {
+				t.Fatalf("link %d: idle tick built %d packets, %d bytes, %d candidates", i, l.frame.Packets(), l.frame.Bytes(), l.sess.Stats().LastCandidates)
+			}
+		}
+	}
+	for i, l := range h.links {
+		if d := h.diff(l); len(d) > 0 {
+			t.Fatalf("link %d: %v", i, d[0])
+		}
+	}
+}
+
+func TestFirstFrameSpawnsNearestFirst(t *testing.T) {
+	h := newHarness(t, busyWorld(9), testConfig())
+	l := h.addLink(300, 0, 1)
+	h.tick(dt)
+	var snap protocol.Snapshot
+	if l.frame.Packets() != 1 {
+		t.Fatalf("%d packets, want 1 under a 300-byte budget", l.frame.Packets())
+	}
+	if err := protocol.DecodeSnapshot(l.frame.Packet(0), &snap); err != nil {
+		t.Fatal(err)
+	}
+	x, y, _, _ := h.w.Position(l.sess.Focus())
+	r := h.cfg.InterestRadius
+	var sentMax float32
+	sent := map[uint16]bool{}
+	for _, rec := range snap.Records {
+		if rec.Op != protocol.OpSpawn {
+			t.Fatalf("first frame has op %d", rec.Op)
+		}
+		sent[rec.ID] = true
+		p := h.w.State(rec.ID).Pos
+		dx, dy := protocol.DequantizePos(p[0])-x, protocol.DequantizePos(p[1])-y
+		sentMax = max(sentMax, dx*dx+dy*dy)
+	}
+	// Buckets are a quarter octave wide, so an unsent entity may be somewhat nearer than the
+	// farthest sent one, but not much.
+	for _, hit := range h.w.Query(x, y, r, nil) {
+		if !sent[hit.Slot] && hit.Dist2 < sentMax && (1-0.75*hit.Dist2/(r*r)) > 1.2*(1-0.75*sentMax/(r*r)) {
+			t.Fatalf("entity at distance² %v unsent while one at %v was sent", hit.Dist2, sentMax)
+		}
+	}
+}
+
+// TestDespawnResentUntilAcked: a despawn that is lost is sent again; once acknowledged, the
+// session forgets the entity.
+func TestDespawnResentUntilAcked(t *testing.T) {
+	wcfg := world.Config{Seed: 1, Capacity: 8, HalfExtent: 100, RestMinSec: 1000, RestMaxSec: 1000}
+	h := newHarness(t, wcfg, testConfig())
+	l := h.addLink(0, 0, 1)
+	other, err := h.w.AddAvatar()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.w.SetTarget(other, 0, 0)
+	h.w.SetTarget(l.sess.Focus(), 0, 0)
+	for range 60 * 60 {
+		h.tick(dt)
+	}
+	if _, ok := l.cl.Entity(other.Slot()); !ok {
+		t.Fatal("the other avatar never reached the client")
+	}
+	h.w.Remove(other)
+	l.loss = 1000 // every packet and ACK is lost
+	despawns := func() uint64 { return l.sess.Stats().Despawns }
+	before := despawns()
+	for range 30 {
+		h.tick(dt)
+	}
+	if sent := despawns() - before; sent < 3 {
+		t.Fatalf("despawn sent %d times in 30 ticks of total loss, want it resent", sent)
+	}
+	l.loss = 0
+	for range 30 {
+		h.tick(dt)
+	}
+	if _, ok := l.cl.Entity(other.Slot()); ok || l.sess.Known() != 1 {
+		t.Fatalf("after recovery: client holds the entity %v, session knows %d entities", ok, l.sess.Known())
+	}
+}
+
+// TestNeedFull: a client that lost its history asks for full state and gets a spawn.
+func TestNeedFull(t *testing.T) {
+	h := newHarness(t, busyWorld(10), testConfig())
+	l := h.addLink(0, 0, 1)
+	for range 30 {
+		h.tick(dt)
+	}
+	var id uint16
+	found := false
+	for _, hit := range h.w.Query(0, 0, 1000, nil) {
+		if l.sess.slotRep[hit.Slot] != noRep && l.sess.reps[l.sess.slotRep[hit.Slot]].baseTick != 0 {
+			id, found = hit.Slot, true
+			break
+		}
+	}
+	if !found {
+		t.Fatal("no entity with a baseline")
+	}
+	before := l.sess.Stats().Spawns
+	var a protocol.Ack
+	a.Latest = l.sess.nextSeq - 1
+	a.AddNeedFull(id)
+	a.AddNeedFull(protocol.MaxEntities - 1) // an id the session does not know is ignored
+	if _, err := l.sess.HandleAck(&a); err != nil {
+		t.Fatal(err)
+	}
+	h.tick(dt)
+	if l.sess.Stats().NeedFull != 1 || l.sess.Stats().Spawns == before {
+		t.Fatalf("NeedFull %d, spawns %d -> %d: want a spawn", l.sess.Stats().NeedFull, before, l.sess.Stats().Spawns)
+	}
+}
+
+func TestResetDeliversFullView(t *testing.T) {
+	h := newHarness(t, busyWorld(11), testConfig())
+	l := h.addLink(0, 0, 1)
+	for range 30 {
+		h.tick(dt)
+	}
+	l.sess.Reset()
+	h.tick(dt)
+	if l.frame.ResetMessage() == nil {
+		t.Fatal("no RESET message after Reset")
+	}
+	var snap protocol.Snapshot
+	for i := range l.frame.Packets() {
+		if err := protocol.DecodeSnapshot(l.frame.Packet(i), &snap); err != nil {
+			t.Fatal(err)
+		}
+		if snap.Flags&protocol.FlagReset == 0 {
+			t.Fatalf("packet %d lacks FlagReset", i)
+		}
+		for _, r := range snap.Records {
+			if r.Op != protocol.OpSpawn {
+				t.Fatalf("record op %d after a reset, want spawns only", r.Op)
+			}
+		}
+	}
+	for range 10 {
+		h.tick(dt)
+	}
+	if l.frame.ResetMessage() != nil || l.cl.Stats().Resets != 1 || l.sess.Stats().Resets != 1 {
+		t.Fatalf("resets: client %d, session %d", l.cl.Stats().Resets, l.sess.Stats().Resets)
+	}
+	for range 30 {
+		h.tick(0)
+	}
+	if d := h.diff(l); len(d) > 0 {
+		t.Fatal(d[0])
+	}
+}
+
+func TestStateUpdateRate(t *testing.T) {
+	cfg := testConfig()
+	cfg.StateUpdateHz = 15 // every 4th tick at 60 Hz
+	wcfg := busyWorld(12)
+	wcfg.RestMinSec, wcfg.RestMaxSec, wcfg.LifetimeMeanSec = 0, 0, 0
+	h := newHarness(t, wcfg, cfg)
+	l := h.addLink(0, 0, 1)
+	for range 20 {
+		h.tick(dt)
+	}
+	updates := 0
+	for range 40 {
+		before := l.sess.Stats().Deltas
+		h.tick(dt)
+		if l.sess.Stats().Deltas != before {
+			updates++
+		}
+	}
+	if updates != 10 {
+		t.Fatalf("deltas went out on %d of 40 ticks, want 10", updates)
+	}
+	// A newcomer is spawned at once, on any tick.
+	id, err := h.w.AddAvatar()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.w.SetTarget(id, 0, 0)
+	h.w.SetTarget(l.sess.Focus(), 0, 0)
+	for range 60 * 45 {
+		h.tick(dt)
+		if _, ok := l.cl.Entity(id.Slot()); ok {
+			return
+		}
+	}
+	t.Fatal("newcomer never spawned")
+}
+
+func TestBuildFrameAndAckErrors(t *testing.T) {
+	h := newHarness(t, busyWorld(13), testConfig())
+	l := h.addLink(0, 0, 1)
+	h.tick(dt)
+	if err := l.sess.BuildFrame(0, 0, l.frame); !errors.Is(err, ErrTickBuilt) {
+		t.Fatalf("second build in a tick: %v", err)
+	}
+	a := protocol.Ack{Latest: l.sess.nextSeq}
+	if _, err := l.sess.HandleAck(&a); !errors.Is(err, ErrAckFuture) {
+		t.Fatalf("ack of an unsent sequence: %v", err)
+	}
+	if _, err := NewSession(h.w, Config{}); err == nil {
+		t.Fatal("NewSession accepted an empty config")
+	}
+	if err := l.sess.SetConfig(Config{MaxPacketBytes: 10}); err == nil {
+		t.Fatal("SetConfig accepted a bad config")
+	}
+}
+
+func TestConfigFromNetcode(t *testing.T) {
+	nc := netcode.NetcodeConfig{TickRateHz: 30, Budget: netcode.BudgetConfig{StateUpdateHz: 10}}
+	c := FromNetcode(nc, 200)
+	want := Config{MaxPacketBytes: netcode.DefaultBudgetMaxPacketBytes, TickRateHz: 30, StateUpdateHz: 10, InterestRadius: 200}
+	if c != want {
+		t.Fatalf("FromNetcode = %+v, want %+v", c, want)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.updateInterval(); got != 3 {
+		t.Fatalf("update interval %d, want 3", got)
+	}
+}
+
+func TestPacketLossCounted(t *testing.T) {
+	h := newHarness(t, busyWorld(14), testConfig())
+	lossy := h.addLink(2400, 300, 2)
+	clean := h.addLink(2400, 0, 2)
+	for range 300 {
+		h.tick(dt)
+	}
+	ls, cs := lossy.sess.Stats(), clean.sess.Stats()
+	if cs.PacketsLost != 0 || cs.PacketsAcked == 0 {
+		t.Fatalf("clean link: %d lost, %d acked", cs.PacketsLost, cs.PacketsAcked)
+	}
+	rate := float64(ls.PacketsLost) / float64(ls.PacketsLost+ls.PacketsAcked)
+	// 30% of packets are dropped; a lost ACK is covered by the next one's window.
+	if rate < 0.2 || rate > 0.4 {
+		t.Fatalf("lossy link: loss rate %.2f (%d lost, %d acked), want about 0.3", rate, ls.PacketsLost, ls.PacketsAcked)
+	}
+	if rtt := clean.sess.RTTTicks(); rtt < 1 || rtt > 6 {
+		t.Fatalf("RTT %v ticks on a link of 1-2 ticks each way", rtt)
+	}
+}
+
+func TestPoolAndRecycle(t *testing.T) {
+	h := newHarness(t, busyWorld(15), testConfig())
+	p, err := NewPool(h.w, h.cfg, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := p.Get()
+	id, err := h.w.AddAvatar()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.SetFocus(id)
+	h.w.Step(dt)
+	f := NewFrame(64 << 10)
+	if err := s.BuildFrame(0, 0, f); err != nil || f.Packets() == 0 {
+		t.Fatalf("build: %d packets, %v", f.Packets(), err)
+	}
+	if s.MemoryBytes() <= 0 || s.Known() == 0 {
+		t.Fatal("no memory or entities accounted")
+	}
+	p.Put(s)
+	again := p.Get()
+	if again.Known() != 0 || again.Focus() != 0 || again.Stats() != (Stats{}) {
+		t.Fatal("a recycled session remembers its previous client")
+	}
+	for range 3 {
+		p.Get() // past the preallocated ones
+	}
+}
+
+func ExampleSession_BuildFrame() {
+	w, _ := world.New(world.Config{Seed: 1, Capacity: 64, Population: 32, HalfExtent: 100})
+	avatar, _ := w.AddAvatar()
+	s, _ := NewSession(w, FromNetcode(netcode.NetcodeConfig{}, 150))
+	s.SetFocus(avatar)
+	f := NewFrame(netcode.DefaultBackpressureFrameBytes)
+	w.Step(1.0 / 60)
+	_ = s.BuildFrame(netcode.DefaultBudgetSnapshotBytesPerTick, 1_700_000_000_000, f)
+	for i := range f.Packets() {
+		_ = f.Packet(i) // hand to the transport, unreliable
+	}
+	fmt.Println(f.Packets(), "packet(s),", s.Stats().Spawns, "spawns")
+	// Output: 1 packet(s), 28 spawns
+}
