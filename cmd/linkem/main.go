@@ -54,6 +54,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&cfg.ControlAddr, "control", "", "loopback address of the HTTP control endpoint (GET /v1/profiles, /v1/stats; PUT/DELETE /v1/profiles/{selector}); empty: off")
 	fs.DurationVar(&cfg.IdleTimeout, "idle-timeout", linkem.DefaultIdleTimeout, "expire a client mapping idle this long")
 	fs.IntVar(&cfg.MaxClients, "max-clients", linkem.DefaultMaxClients, "most concurrent client mappings")
+	fs.BoolVar(&cfg.Realtime, "realtime", false, "release packets from a SCHED_FIFO thread (root or CAP_SYS_NICE) for precise timing on a loaded machine")
 	fs.DurationVar(&statsInterval, "stats-interval", 5*time.Second, "how often to print a stats line; 0: never")
 	if err := fs.Parse(args); err != nil {
 		return err

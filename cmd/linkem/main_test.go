@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -78,7 +79,7 @@ func TestRunRelaysAndPrintsTable(t *testing.T) {
 	go func() {
 		done <- run(ctx, []string{
 			"--listen", "127.0.0.1:0", "--upstream", server.LocalAddr().String(), "--seed", "9",
-			"--profile", "@" + prof, "--schedule", plan, "--control", "127.0.0.1:0", "--stats-interval", "50ms",
+			"--profile", "@" + prof, "--schedule", plan, "--control", "127.0.0.1:0", "--stats-interval", "50ms", "--realtime=" + strconv.FormatBool(os.Geteuid() == 0),
 		}, &stdout, &stderr)
 	}()
 	addrRE := regexp.MustCompile(`listening on (\S+),`)

@@ -12,6 +12,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -480,44 +481,61 @@ func TestSetProfileErrors(t *testing.T) {
 	}
 }
 
-// BenchmarkRelease reports how late the scheduler releases packets against their due times, the
-// precision of the timing core, with 1 ms of delay and a packet every 250 µs.
+// BenchmarkRelease reports how late the scheduler releases packets against their due times — the
+// precision of the timing core — with 1 ms of delay and a packet every 250 µs, and the process's
+// CPU time per packet (sender and receiver included). The realtime case needs root.
 func BenchmarkRelease(b *testing.B) {
-	server, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer server.Close()
-	go func() {
-		buf := make([]byte, maxDatagram)
-		for {
-			if _, err := server.Read(buf); err != nil {
-				return
+	for _, rt := range []bool{false, true} {
+		b.Run(fmt.Sprintf("realtime=%v", rt), func(b *testing.B) {
+			server, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+			if err != nil {
+				b.Fatal(err)
 			}
-		}
-	}()
-	p, err := New(Config{Listen: "127.0.0.1:0", Upstream: server.LocalAddr().String(), Default: Profile{Up: Impairment{DelayMs: 1}}})
-	if err != nil {
-		b.Fatal(err)
+			defer server.Close()
+			go func() {
+				buf := make([]byte, maxDatagram)
+				for {
+					if _, err := server.Read(buf); err != nil {
+						return
+					}
+				}
+			}()
+			p, err := New(Config{
+				Listen: "127.0.0.1:0", Upstream: server.LocalAddr().String(), Realtime: rt,
+				Default: Profile{Up: Impairment{DelayMs: 1}},
+			})
+			if err != nil {
+				b.Skip(err)
+			}
+			defer p.Close()
+			cl, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(p.Addr()))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer cl.Close()
+			msg := bytes.Repeat([]byte{1}, 200)
+			var before, after syscall.Rusage
+			if err := syscall.Getrusage(syscall.RUSAGE_SELF, &before); err != nil {
+				b.Fatal(err)
+			}
+			next := time.Now()
+			for b.Loop() {
+				if _, err := cl.Write(msg); err != nil {
+					b.Fatal(err)
+				}
+				next = next.Add(250 * time.Microsecond)
+				time.Sleep(time.Until(next))
+			}
+			time.Sleep(5 * time.Millisecond)
+			if err := syscall.Getrusage(syscall.RUSAGE_SELF, &after); err != nil {
+				b.Fatal(err)
+			}
+			cpu := time.Duration(after.Utime.Nano() + after.Stime.Nano() - before.Utime.Nano() - before.Stime.Nano())
+			r := p.Stats().Release
+			b.ReportMetric(float64(r.P50)/1e3, "late-p50-µs")
+			b.ReportMetric(float64(r.P99)/1e3, "late-p99-µs")
+			b.ReportMetric(float64(r.Max)/1e3, "late-max-µs")
+			b.ReportMetric(float64(cpu)/1e3/float64(b.N), "cpu-µs/pkt")
+		})
 	}
-	defer p.Close()
-	cl, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(p.Addr()))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer cl.Close()
-	msg := bytes.Repeat([]byte{1}, 200)
-	next := time.Now()
-	for b.Loop() {
-		if _, err := cl.Write(msg); err != nil {
-			b.Fatal(err)
-		}
-		next = next.Add(250 * time.Microsecond)
-		time.Sleep(time.Until(next))
-	}
-	time.Sleep(5 * time.Millisecond)
-	r := p.Stats().Release
-	b.ReportMetric(float64(r.P50)/1e3, "late-p50-µs")
-	b.ReportMetric(float64(r.P99)/1e3, "late-p99-µs")
-	b.ReportMetric(float64(r.Max)/1e3, "late-max-µs")
 }

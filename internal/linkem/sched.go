@@ -1,6 +1,7 @@
 package linkem
 
 import (
+	"errors"
 	"math"
 	"runtime"
 	"sync"
@@ -8,10 +9,11 @@ import (
 )
 
 // Spin bounds. The scheduler sleeps until shortly before a packet is due and spins the rest; how
-// early it wakes tracks how late the kernel has been waking it (an average), within these bounds.
+// early it wakes tracks how late the kernel has been waking it (mean plus mean deviation, so most
+// wakes land before the due time), within these bounds.
 const (
-	minEarly = 20 * int64(time.Microsecond)
-	maxEarly = 300 * int64(time.Microsecond)
+	minEarly = 10 * int64(time.Microsecond)
+	maxEarly = 200 * int64(time.Microsecond)
 )
 
 // packet is a datagram waiting for its departure time.
@@ -48,13 +50,17 @@ type scheduler struct {
 	sleepUntil int64 // the time the loop will next look at the heap
 	closed     bool
 
-	early int64 // loop-owned: current early-wake margin
+	// Loop-owned: the kernel's wake-up lateness, mean and mean deviation (ns, averaged over about
+	// the last 8 sleeps), and the early-wake margin derived from them.
+	wakeMean, wakeDev, early int64
 
 	latMu sync.Mutex
 	late  histogram // release time minus due time, per packet
 }
 
-func newScheduler(clock func() int64, deliver, discard func(*packet)) (*scheduler, error) {
+// newScheduler starts the release loop; with realtime its thread runs at realtime priority, or
+// newScheduler fails.
+func newScheduler(clock func() int64, deliver, discard func(*packet), realtime bool) (*scheduler, error) {
 	w, err := newWaiter()
 	if err != nil {
 		return nil, err
@@ -63,7 +69,12 @@ func newScheduler(clock func() int64, deliver, discard func(*packet)) (*schedule
 		clock: clock, deliver: deliver, discard: discard,
 		w: w, done: make(chan struct{}), sleepUntil: math.MaxInt64, early: minEarly,
 	}
-	go s.run()
+	ready := make(chan error, 1)
+	go s.run(realtime, ready)
+	if err := <-ready; err != nil {
+		<-s.done
+		return nil, errors.Join(err, w.close())
+	}
 	return s, nil
 }
 
@@ -107,12 +118,16 @@ func (s *scheduler) close() error {
 	return s.w.close()
 }
 
-func (s *scheduler) run() {
-	// The loop owns its thread, so the waiter can tune it (timer slack) without affecting other
-	// goroutines; never unlocking lets the thread die with the loop.
+func (s *scheduler) run(realtime bool, ready chan<- error) {
+	// The loop owns its thread, so it can be tuned (timer slack, priority) without affecting
+	// other goroutines; never unlocking lets the thread die with the loop.
 	runtime.LockOSThread()
-	tuneThread()
 	defer close(s.done)
+	err := tuneThread(realtime)
+	ready <- err
+	if err != nil {
+		return
+	}
 	batch := make([]packet, 0, 64)
 	for {
 		s.mu.Lock()
@@ -161,9 +176,11 @@ func (s *scheduler) waitFor(next int64) {
 	if rem > s.early {
 		target := next - s.early
 		if woken := s.w.wait(rem - s.early); !woken {
-			// Track the kernel's wake-up lateness: an average over the last ~8 sleeps.
 			late := max(s.clock()-target, 0)
-			s.early = min(max(s.early+(late-s.early)/8, minEarly), maxEarly)
+			dev := late - s.wakeMean
+			s.wakeMean += dev / 8
+			s.wakeDev += (max(dev, -dev) - s.wakeDev) / 8
+			s.early = min(max(s.wakeMean+s.wakeDev, minEarly), maxEarly)
 		}
 		return
 	}

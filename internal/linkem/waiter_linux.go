@@ -24,9 +24,19 @@ func newWaiter() (waiter, error) {
 }
 
 // tuneThread shrinks the calling thread's timer slack from the default 50 µs to 1 ns, so the
-// kernel does not defer its wake-ups. Failing only costs precision, so the error is ignored.
-func tuneThread() {
+// kernel does not defer its wake-ups; failing that only costs precision, so it is not an error.
+// With realtime it also moves the thread to SCHED_FIFO priority 1 — above every normal thread,
+// below any other realtime one — so a loaded machine does not delay releases by whole scheduler
+// slices.
+func tuneThread(realtime bool) error {
 	_ = unix.Prctl(unix.PR_SET_TIMERSLACK, 1, 0, 0, 0)
+	if !realtime {
+		return nil
+	}
+	if err := unix.SchedSetAttr(0, &unix.SchedAttr{Policy: unix.SCHED_FIFO, Priority: 1}, 0); err != nil {
+		return fmt.Errorf("realtime priority (needs root or CAP_SYS_NICE): %w", err)
+	}
+	return nil
 }
 
 func (w *eventWaiter) wait(ns int64) bool {

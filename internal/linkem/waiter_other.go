@@ -2,7 +2,10 @@
 
 package linkem
 
-import "time"
+import (
+	"errors"
+	"time"
+)
 
 // chanWaiter is the portable waiter: a Go timer, so sleeps are as precise as the runtime's timers
 // (about a millisecond); the spin phase makes up only what the early margin covers.
@@ -17,7 +20,12 @@ func newWaiter() (waiter, error) {
 	return &chanWaiter{ch: make(chan struct{}, 1), t: t}, nil
 }
 
-func tuneThread() {}
+func tuneThread(realtime bool) error {
+	if realtime {
+		return errors.New("realtime priority is only supported on Linux")
+	}
+	return nil
+}
 
 func (w *chanWaiter) wait(ns int64) bool {
 	if ns < 0 {
