@@ -1,0 +1,27 @@
+// Package v1alpha1 holds netfleet's custom resources in the API group netfleet.io: GameServer
+// (one dedicated game-server process in its own Pod, with live netcode config). Their netcode
+// settings embed netcode.NetcodeConfig, so the CRD's schema and the game server's validation come
+// from one definition.
+//
+// It imports Kubernetes API types and api/netcode only; it must not import controllers or the
+// game server.
+//
+// +kubebuilder:object:generate=true
+// +groupName=netfleet.io
+package v1alpha1
+
+import (
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/scheme"
+)
+
+var (
+	// GroupVersion is the API group and version of netfleet's resources.
+	GroupVersion = schema.GroupVersion{Group: "netfleet.io", Version: "v1alpha1"}
+
+	// SchemeBuilder registers the types of this package with a runtime.Scheme.
+	SchemeBuilder = &scheme.Builder{GroupVersion: GroupVersion}
+
+	// AddToScheme adds the types of this package to a runtime.Scheme.
+	AddToScheme = SchemeBuilder.AddToScheme
+)

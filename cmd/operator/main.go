@@ -1,0 +1,92 @@
+// Command operator runs netfleet's controllers: it keeps every GameServer's Pod and pushes each
+// server's netcode config into the running process. It builds with CGO_ENABLED=0 and imports
+// nothing from gameserver/.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/netfleet/netfleet/api/v1alpha1"
+	"github.com/netfleet/netfleet/controllers"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "operator:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	var (
+		metricsAddr, probeAddr, portRange, leaderNamespace string
+		leaderElect                                        bool
+		opts                                               controllers.GameServerOptions
+	)
+	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "address the /metrics endpoint binds to; 0 disables it")
+	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "address the /healthz and /readyz endpoints bind to")
+	flag.BoolVar(&leaderElect, "leader-elect", false, "elect a leader (lease netfleet-operator) so that only one replica reconciles")
+	flag.StringVar(&leaderNamespace, "leader-election-namespace", "", "namespace of the leader lease; default: the operator's own namespace")
+	flag.StringVar(&portRange, "port-range", "7000-8000", "host ports for Dynamic game ports, min-max")
+	flag.IntVar(&opts.MaxConcurrentReconciles, "max-concurrent-reconciles", 32, "GameServers reconciled (and pushed to) at once")
+	flag.DurationVar(&opts.VerifyInterval, "verify-interval", 10*time.Second, "how often a running server's config is checked")
+	flag.DurationVar(&opts.PushTimeout, "push-timeout", 5*time.Second, "bound of one call to a game server's admin API")
+	zapOpts := zap.Options{}
+	zapOpts.BindFlags(flag.CommandLine)
+	flag.Parse()
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+
+	rng, err := controllers.ParsePortRange(portRange)
+	if err != nil {
+		return fmt.Errorf("--port-range: %w", err)
+	}
+	opts.PortRange = rng
+
+	scheme := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(v1alpha1.AddToScheme(scheme))
+
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		return fmt.Errorf("kubeconfig: %w", err)
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                        scheme,
+		Cache:                         controllers.CacheOptions(),
+		Metrics:                       metricsserver.Options{BindAddress: metricsAddr},
+		HealthProbeBindAddress:        probeAddr,
+		LeaderElection:                leaderElect,
+		LeaderElectionID:              "netfleet-operator",
+		LeaderElectionNamespace:       leaderNamespace,
+		LeaderElectionReleaseOnCancel: true,
+	})
+	if err != nil {
+		return fmt.Errorf("new manager: %w", err)
+	}
+	if err := controllers.NewGameServerReconciler(mgr, opts).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("set up gameserver controller: %w", err)
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return fmt.Errorf("add healthz check: %w", err)
+	}
+	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		return fmt.Errorf("add readyz check: %w", err)
+	}
+	ctrl.Log.WithName("setup").Info("starting operator", "portRange", rng.String(),
+		"maxConcurrentReconciles", opts.MaxConcurrentReconciles, "leaderElect", leaderElect)
+	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
+		return fmt.Errorf("run manager: %w", err)
+	}
+	return nil
+}

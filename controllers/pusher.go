@@ -1,0 +1,133 @@
+package controllers
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/netfleet/netfleet/api/netcode"
+)
+
+// PushError is a failed call to a game server's admin API.
+type PushError struct {
+	// Reason is one of unreachable, refused, conflict, unauthorized, other.
+	Reason string
+	// StatusCode is the HTTP status, 0 when no answer came.
+	StatusCode int
+	// Message is the server's error text, or the transport error.
+	Message string
+	// Field names the refused config field (422).
+	Field string
+	// Generation is the generation the server runs (409).
+	Generation int64
+	err        error
+}
+
+func (e *PushError) Error() string {
+	if e.StatusCode == 0 {
+		return fmt.Sprintf("admin API %s: %s", e.Reason, e.Message)
+	}
+	return fmt.Sprintf("admin API %s (HTTP %d): %s", e.Reason, e.StatusCode, e.Message)
+}
+
+func (e *PushError) Unwrap() error { return e.err }
+
+// Pusher is the operator's client of the game servers' admin API (DESIGN §4). It is safe for
+// concurrent use; connections to each server are kept alive between calls.
+type Pusher struct {
+	client *http.Client
+}
+
+// NewPusher returns a Pusher whose calls each take at most timeout.
+func NewPusher(timeout time.Duration) *Pusher {
+	dialer := &net.Dialer{Timeout: timeout, KeepAlive: 30 * time.Second}
+	transport := &http.Transport{
+		// Pod IPs are never reached through an HTTP proxy from the environment.
+		Proxy:                 nil,
+		DialContext:           dialer.DialContext,
+		MaxIdleConnsPerHost:   2,
+		IdleConnTimeout:       90 * time.Second,
+		ResponseHeaderTimeout: timeout,
+	}
+	return &Pusher{client: &http.Client{Transport: transport, Timeout: timeout}}
+}
+
+// Status reads the config a game server runs (GET /v1/netcode). endpoint is host:port.
+func (p *Pusher) Status(ctx context.Context, endpoint, token string) (netcode.ConfigStatus, error) {
+	return p.do(ctx, http.MethodGet, endpoint, token, nil)
+}
+
+// Push sends a config to a game server (PUT /v1/netcode) and returns the config the server runs
+// afterwards. It observes netfleet_operator_config_push_duration_seconds and counts failures in
+// netfleet_operator_config_push_errors_total.
+func (p *Pusher) Push(ctx context.Context, endpoint, token string, push netcode.ConfigPush) (netcode.ConfigStatus, error) {
+	body, err := json.Marshal(push)
+	if err != nil {
+		return netcode.ConfigStatus{}, fmt.Errorf("encode config push: %w", err)
+	}
+	start := time.Now()
+	st, err := p.do(ctx, http.MethodPut, endpoint, token, body)
+	configPushDuration.Observe(time.Since(start).Seconds())
+	if err != nil {
+		reason := pushErrOther
+		if pe, ok := errors.AsType[*PushError](err); ok {
+			reason = pe.Reason
+		}
+		configPushErrors.WithLabelValues(reason).Inc()
+	}
+	return st, err
+}
+
+func (p *Pusher) do(ctx context.Context, method, endpoint, token string, body []byte) (netcode.ConfigStatus, error) {
+	var st netcode.ConfigStatus
+	req, err := http.NewRequestWithContext(ctx, method, "http://"+endpoint+netcode.PathNetcode, bytes.NewReader(body))
+	if err != nil {
+		return st, &PushError{Reason: pushErrOther, Message: err.Error(), err: err}
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := p.client.Do(req)
+	if err != nil {
+		// The transport's errors name the URL, never the headers, so the token cannot leak here.
+		return st, &PushError{Reason: pushErrUnreachable, Message: err.Error(), err: err}
+	}
+	defer func() { _ = resp.Body.Close() }()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, netcode.MaxAdminBodyBytes))
+	if err != nil {
+		return st, &PushError{Reason: pushErrUnreachable, StatusCode: resp.StatusCode, Message: "read answer: " + err.Error(), err: err}
+	}
+	if resp.StatusCode == http.StatusOK {
+		if err := json.Unmarshal(raw, &st); err != nil {
+			return st, &PushError{Reason: pushErrOther, StatusCode: resp.StatusCode, Message: "decode answer: " + err.Error(), err: err}
+		}
+		return st, nil
+	}
+	pe := &PushError{StatusCode: resp.StatusCode, Message: http.StatusText(resp.StatusCode)}
+	var er netcode.ErrorResponse
+	if json.Unmarshal(raw, &er) == nil && er.Error != "" {
+		pe.Message, pe.Field, pe.Generation = er.Error, er.Field, er.Generation
+	}
+	switch {
+	case resp.StatusCode == http.StatusUnprocessableEntity:
+		pe.Reason = pushErrRefused
+	case resp.StatusCode == http.StatusConflict:
+		pe.Reason = pushErrConflict
+	case resp.StatusCode == http.StatusUnauthorized:
+		pe.Reason = pushErrUnauthorized
+	case resp.StatusCode >= 500:
+		// A server that answers 5xx is up but not able to take config now (e.g. its tick loop
+		// did not run the push in time); like a timeout, it is worth retrying.
+		pe.Reason = pushErrUnreachable
+	default:
+		pe.Reason = pushErrOther
+	}
+	return st, pe
+}
