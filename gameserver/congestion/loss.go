@@ -48,7 +48,8 @@ type lossSlot struct {
 // LossEstimator measures a session's application-level snapshot loss. The server numbers every
 // snapshot packet it sends to the session with a uint16 sequence (consecutive, wrapping), and the
 // client acknowledges received packets: each ACK carries the latest received sequence and a
-// bitfield of the ones before it.
+// bitfield of the ones before it. The client is expected to acknowledge on receipt; any delay it
+// adds before acknowledging must fit within the judging margin below.
 //
 // A packet is judged once the packet sent after it is older than RTT + max(MinJudgeMarginMs,
 // RTT/2): by then the ACK of that next packet, whose bitfield repeats this one, has had time to
