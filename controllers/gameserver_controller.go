@@ -144,11 +144,14 @@ func (r *GameServerReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	pod, err := r.reconcilePod(ctx, gs)
 	if err == nil {
 		err = r.reconcileAddress(ctx, gs, pod)
+		if err == nil {
+			requeue, err = r.reconcileConfig(ctx, gs, pod, memo)
+		}
 	}
-	if err == nil {
-		requeue, err = r.reconcileConfig(ctx, gs, pod, memo)
+	// The state machine needs a true view of the Pod: not after a failed read of it.
+	if err == nil || errors.Is(err, reconcile.TerminalError(nil)) || pod != nil {
+		r.reconcileState(gs, pod)
 	}
-	r.reconcileState(gs, pod)
 	if err == nil {
 		gs.Status.ObservedGeneration = gs.Generation
 	}

@@ -3,6 +3,7 @@ package v1alpha1
 import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/netfleet/netfleet/api/netcode"
 )
@@ -268,5 +269,8 @@ type GameServerList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&GameServer{}, &GameServerList{})
+	SchemeBuilder.Register(func(s *runtime.Scheme) error {
+		s.AddKnownTypes(GroupVersion, &GameServer{}, &GameServerList{})
+		return nil
+	})
 }
