@@ -13,13 +13,12 @@ import (
 	"time"
 )
 
-// Test packets carry a sequence number and the sender's clock; sender and receiver share this
-// process's monotonic clock, so one-way delay is measured exactly.
+// Test packets carry a sequence number and the sender's wall clock, stamped just before the send;
+// the receiver takes the kernel's receive timestamp on the same clock, so one-way delay is
+// measured without the receiving goroutine's scheduling delay.
 const headerSize = 12
 
-var epoch = time.Now()
-
-func nowNs() int64 { return int64(time.Since(epoch)) }
+func nowNs() int64 { return time.Now().UnixNano() }
 
 type arrival struct {
 	seq   uint32
@@ -49,20 +48,26 @@ func newEndpoint(t *testing.T, echo bool) *endpoint {
 	if err := conn.SetReadBuffer(4 << 20); err != nil {
 		t.Fatal(err)
 	}
+	if err := enableRxStamps(conn); err != nil {
+		t.Fatal(err)
+	}
 	e := &endpoint{conn: conn, echo: echo}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		buf := make([]byte, maxDatagram)
+		buf, oob := make([]byte, maxDatagram), make([]byte, rxOOBSize)
 		for {
-			n, from, err := conn.ReadFromUDPAddrPort(buf)
+			n, oobn, _, from, err := conn.ReadMsgUDPAddrPort(buf, oob)
 			if err != nil {
 				if errors.Is(err, net.ErrClosed) {
 					return
 				}
 				continue
 			}
-			now := nowNs()
+			now, ok := rxStamp(oob[:oobn])
+			if !ok {
+				now = nowNs()
+			}
 			if n < headerSize {
 				continue
 			}

@@ -230,7 +230,11 @@ func listenLoopback(addr string) (net.Listener, error) {
 	return ln, nil
 }
 
+// setBuffers sizes c's kernel buffers and turns on its receive timestamps.
 func (p *Proxy) setBuffers(c *net.UDPConn) error {
+	if err := enableRxStamps(c); err != nil {
+		return fmt.Errorf("linkem: %w", err)
+	}
 	if err := c.SetReadBuffer(p.cfg.SocketBuffer); err != nil {
 		return fmt.Errorf("linkem: read buffer: %w", err)
 	}
@@ -242,6 +246,21 @@ func (p *Proxy) setBuffers(c *net.UDPConn) error {
 
 // clock is the proxy's monotonic time in nanoseconds since New.
 func (p *Proxy) clock() int64 { return int64(time.Since(p.start)) }
+
+// arrival converts a datagram's kernel receive timestamp in oob to the proxy clock; without one,
+// the datagram arrived now. The stamp is wall-clock time, so its age is taken against the wall
+// clock and subtracted from the monotonic clock, clamped to [0, 1 s] in case the wall clock
+// stepped.
+func (p *Proxy) arrival(oob []byte) int64 {
+	now := time.Now()
+	mono := int64(now.Sub(p.start))
+	stamp, ok := rxStamp(oob)
+	if !ok {
+		return mono
+	}
+	age := min(max(now.UnixNano()-stamp, 0), int64(time.Second))
+	return mono - age
+}
 
 // Addr is the address clients send to.
 func (p *Proxy) Addr() netip.AddrPort { return p.conn.LocalAddr().(*net.UDPAddr).AddrPort() }
@@ -367,30 +386,30 @@ func (p *Proxy) Close() error {
 // readClients relays datagrams from clients upstream, creating a mapping for each new source.
 func (p *Proxy) readClients() {
 	defer p.wg.Done()
-	buf := make([]byte, maxDatagram)
+	buf, oob := make([]byte, maxDatagram), make([]byte, rxOOBSize)
 	for {
-		n, src, err := p.conn.ReadFromUDPAddrPort(buf)
+		n, oobn, _, src, err := p.conn.ReadMsgUDPAddrPort(buf, oob)
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) {
 				return
 			}
 			continue // e.g. ICMP errors surfacing on the socket; the next read is independent
 		}
+		at := p.arrival(oob[:oobn])
 		src = netip.AddrPortFrom(src.Addr().Unmap(), src.Port())
-		c := p.lookup(src)
+		c := p.lookup(src, at)
 		if c == nil {
 			p.refused.Add(1)
 			continue
 		}
-		p.ingress(c, upstream, buf[:n])
+		p.ingress(c, upstream, buf[:n], at)
 	}
 }
 
 // lookup returns src's mapping, creating it on first sight; nil if refused. lastSeen is
 // refreshed under the lock, so expiry (which takes the write lock) never closes a mapping that a
 // packet has just been routed to.
-func (p *Proxy) lookup(src netip.AddrPort) *client {
-	now := p.clock()
+func (p *Proxy) lookup(src netip.AddrPort, now int64) *client {
 	p.mu.RLock()
 	c := p.clients[src]
 	if c != nil {
@@ -432,24 +451,24 @@ func (p *Proxy) lookup(src netip.AddrPort) *client {
 // readServer relays datagrams from the server to client c until c's socket closes.
 func (p *Proxy) readServer(c *client) {
 	defer p.wg.Done()
-	buf := make([]byte, maxDatagram)
+	buf, oob := make([]byte, maxDatagram), make([]byte, rxOOBSize)
 	for {
-		n, err := c.up.Read(buf)
+		n, oobn, _, _, err := c.up.ReadMsgUDPAddrPort(buf, oob)
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) {
 				return
 			}
 			continue // ECONNREFUSED while the server is not listening yet, and the like
 		}
-		c.lastSeen.Store(p.clock())
-		p.ingress(c, downstream, buf[:n])
+		at := p.arrival(oob[:oobn])
+		c.lastSeen.Store(at)
+		p.ingress(c, downstream, buf[:n], at)
 	}
 }
 
-// ingress runs one datagram through c's model for direction d and queues the copies it lets
-// through.
-func (p *Proxy) ingress(c *client, d direction, data []byte) {
-	now := p.clock()
+// ingress runs one datagram that arrived at now through c's model for direction d and queues the
+// copies it lets through.
+func (p *Proxy) ingress(c *client, d direction, data []byte, now int64) {
 	ll := &c.links[d]
 	charge := int64(max(len(data), poolBufSize))
 	if p.buffered.Load()+2*charge > p.cfg.MaxBufferedBytes {

@@ -12,6 +12,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -269,15 +270,20 @@ func TestProxyMemoryLimit(t *testing.T) {
 	}
 }
 
-// waitDelay sends a packet every few milliseconds until the echo's delay satisfies ok.
+// probeSeq numbers the probes of waitDelay, apart from every other test packet.
+var probeSeq atomic.Uint32
+
+func init() { probeSeq.Store(1 << 20) }
+
+// waitDelay sends a probe every few milliseconds until the echo of one of them has a delay that
+// satisfies ok.
 func waitDelay(t *testing.T, cl *endpoint, to netip.AddrPort, what string, ok func(time.Duration) bool) {
 	t.Helper()
-	seq := uint32(1 << 20)
+	first := probeSeq.Add(1)
 	eventually(t, 15*time.Second, what, func() bool {
-		seq++
-		cl.send(t, to, seq, 64)
+		cl.send(t, to, probeSeq.Add(1), 64)
 		for _, a := range cl.arrivals() {
-			if a.seq == seq-3 && ok(a.delay) { // a few packets back, so the change surely applies
+			if a.seq >= first && ok(a.delay) {
 				return true
 			}
 		}
