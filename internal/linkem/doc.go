@@ -13,9 +13,14 @@
 //
 // Every random decision comes from seeded generators private to one client, one direction and one
 // kind of decision, so the same seed and the same packet sequence give the same decisions, and
-// e.g. the loss pattern does not shift when jitter is changed. Packets are released by a single
-// scheduler that sleeps on a nanosecond-resolution wait and finishes the last stretch by spinning,
-// so release times are accurate to microseconds rather than to the Go timer's millisecond.
+// e.g. the loss pattern does not shift when jitter is changed.
+//
+// Timing: a packet's model time is the kernel's receive timestamp, so a reader goroutine that
+// runs late does not lengthen the emulated delay. Packets are released by a single scheduler
+// goroutine on its own thread, holding a timer heap; it sleeps in ppoll(2) (nanosecond timeout,
+// where Go timers round to the netpoller's millisecond) until shortly before the next packet is
+// due and spins the rest. Config.Realtime puts that thread at SCHED_FIFO priority so a loaded
+// machine does not delay releases. Stats.Release reports the lateness actually achieved.
 //
 // linkem is a test and demo tool: it imports nothing from netfleet, and nothing in the game
 // server or the operator may import it outside tests.
