@@ -15,8 +15,8 @@ var ErrTruncated = errors.New("protocol: message truncated")
 type BitWriter struct {
 	buf      []byte
 	acc      uint64 // pending bits not yet stored in buf
-	nacc     uint   // number of pending bits, < 32 between calls
-	n        int    // bytes stored in buf
+	nacc     uint   // number of pending bits, < 64 between calls
+	n        int    // bytes stored in buf, a multiple of 8
 	bits     int    // bits written in all
 	limit    int    // bits allowed in all
 	overflow bool
@@ -60,31 +60,24 @@ func (w *BitWriter) Rewind(m BitMark) {
 	w.overflow = false
 }
 
-// WriteBits writes the low n bits of v, n <= 32.
+// WriteBits writes the low n bits of v, n <= 64.
 func (w *BitWriter) WriteBits(v uint64, n uint) {
 	if w.overflow || w.bits+int(n) > w.limit {
 		w.overflow = true
 		return
 	}
-	w.acc |= (v & (1<<n - 1)) << w.nacc
-	w.nacc += n
+	v &= 1<<n - 1 // for n == 64 the shift gives 0 and the mask all ones
+	w.acc |= v << w.nacc
 	w.bits += int(n)
-	if w.nacc >= 32 {
-		// The 4 bytes are inside buf: they are below bits, which is within limit <= 8*len(buf).
-		binary.LittleEndian.PutUint32(w.buf[w.n:w.n+4], uint32(w.acc))
-		w.n += 4
-		w.acc >>= 32
-		w.nacc -= 32
+	if w.nacc+n < 64 {
+		w.nacc += n
+		return
 	}
-}
-
-// WriteBool writes one bit.
-func (w *BitWriter) WriteBool(b bool) {
-	var v uint64
-	if b {
-		v = 1
-	}
-	w.WriteBits(v, 1)
+	// The 8 bytes are inside buf: they are below bits, which is within limit <= 8*len(buf).
+	binary.LittleEndian.PutUint64(w.buf[w.n:w.n+8], w.acc)
+	w.n += 8
+	w.acc = v >> (64 - w.nacc) // a shift of 64, when nacc is 0, gives 0
+	w.nacc += n - 64
 }
 
 // Bytes stores the pending bits, padding the last byte with zeros, and returns the written
@@ -99,6 +92,29 @@ func (w *BitWriter) Bytes() []byte {
 	}
 	return w.buf[:n]
 }
+
+// bitAcc gathers the fields of one record in a register and hands them to a BitWriter 64 bits at
+// a time, which costs far less than one WriteBits per field.
+type bitAcc struct {
+	v uint64
+	n uint
+}
+
+func (a *bitAcc) put(w *BitWriter, v uint64, n uint) {
+	if a.n+n > 64 {
+		a.spill(w)
+	}
+	a.v |= v << a.n
+	a.n += n
+}
+
+// spill is put's rare path, kept out of line so that put inlines.
+func (a *bitAcc) spill(w *BitWriter) {
+	w.WriteBits(a.v, a.n)
+	a.v, a.n = 0, 0
+}
+
+func (a *bitAcc) flush(w *BitWriter) { w.WriteBits(a.v, a.n) }
 
 // BitReader reads bit fields written by BitWriter. Reading past the end latches ErrTruncated and
 // returns zeros; it never panics.

@@ -1,5 +1,7 @@
 package protocol
 
+import "math/bits"
+
 // SnapshotHeader is the fixed part of a SNAPSHOT packet.
 type SnapshotHeader struct {
 	Tick         uint32 // server tick the records describe
@@ -182,24 +184,21 @@ func (e *SnapshotEncoder) Spawn(id uint16, kind uint8, s *State) bool {
 	m := e.w.Mark()
 	w := &e.w
 	v, n := opID(OpSpawn, id)
-	w.WriteBits(v|uint64(kind)<<n, n+8)
-	writeFullPos(w, s)
-	w.WriteBits(uint64(s.Rot), 32)
-	if s.Vel == [3]int16{} {
-		w.WriteBits(0, 1)
-	} else {
-		w.WriteBits(1|
-			uint64(int32(s.Vel[0])-VelMin)<<1|
-			uint64(int32(s.Vel[1])-VelMin)<<(1+VelBits), 1+2*VelBits)
-		w.WriteBits(uint64(int32(s.Vel[2])-VelMin), VelBits)
+	a := bitAcc{v | uint64(kind)<<n, n + 8}
+	for i := range 3 {
+		a.put(w, uint64(s.Pos[i]-PosMin), PosBits)
 	}
+	a.put(w, uint64(s.Rot), 32)
+	if s.Vel == [3]int16{} {
+		a.put(w, 0, 1)
+	} else {
+		a.put(w, 1, 1)
+		for i := range 3 {
+			a.put(w, uint64(int32(s.Vel[i])-VelMin), VelBits)
+		}
+	}
+	a.flush(w)
 	return e.commit(m)
-}
-
-func writeFullPos(w *BitWriter, s *State) {
-	w.WriteBits(uint64(s.Pos[0]-PosMin), PosBits)
-	w.WriteBits(uint64(s.Pos[1]-PosMin), PosBits)
-	w.WriteBits(uint64(s.Pos[2]-PosMin), PosBits)
 }
 
 // Despawn writes a despawn record.
@@ -220,78 +219,88 @@ func (e *SnapshotEncoder) Delta(id uint16, age uint32, base, cur *State) bool {
 	m := e.w.Mark()
 	w := &e.w
 	v, n := opID(OpDelta, id)
-	a := uint64(age - 1)
-	if a < 16 {
-		w.WriteBits(v|a<<(n+1), n+5)
+	var a bitAcc
+	if age--; age < 16 {
+		a = bitAcc{v | uint64(age)<<(n+1), n + 5}
 	} else {
-		w.WriteBits(v|(1|a<<1)<<n, n+11)
+		a = bitAcc{v | (1|uint64(age)<<1)<<n, n + 11}
 	}
 	if base.Pos == cur.Pos {
-		w.WriteBits(0, 1)
+		a.put(w, 0, 1)
 	} else {
-		w.WriteBits(1, 1)
+		a.put(w, 1, 1)
 		for i := range 3 {
-			writePosAxis(w, cur.Pos[i]-base.Pos[i])
+			c, l := posCodes.code(uint64(Zigzag(cur.Pos[i] - base.Pos[i])))
+			a.put(w, c, l)
 		}
 	}
-	writeRot(w, base.Rot, cur.Rot)
+	if base.Rot == cur.Rot {
+		a.put(w, 0, 1)
+	} else {
+		writeRot(w, &a, base.Rot, cur.Rot)
+	}
 	if base.Vel == cur.Vel {
-		w.WriteBits(0, 1)
+		a.put(w, 0, 1)
 	} else {
-		w.WriteBits(1, 1)
+		a.put(w, 1, 1)
 		for i := range 3 {
-			writeVelAxis(w, int32(cur.Vel[i])-int32(base.Vel[i]))
+			c, l := velCodes.code(uint64(Zigzag(int32(cur.Vel[i]) - int32(base.Vel[i]))))
+			a.put(w, c, l)
 		}
 	}
+	a.flush(w)
 	return e.commit(m)
 }
 
-// writePosAxis writes one position axis difference: '0' unchanged, else '1' and the zigzag value
-// as '0'+4, '10'+8, '110'+12 or '111'+19 bits.
-func writePosAxis(w *BitWriter, d int32) {
-	if d == 0 {
-		w.WriteBits(0, 1)
-		return
-	}
-	z := uint64(Zigzag(d))
-	switch {
-	case z < 1<<4:
-		w.WriteBits(0b01|z<<2, 6)
-	case z < 1<<8:
-		w.WriteBits(0b011|z<<3, 11)
-	case z < 1<<12:
-		w.WriteBits(0b0111|z<<4, 16)
-	default:
-		w.WriteBits(0b1111|z<<4, 23)
-	}
+// A prefix code for zigzag-coded differences, indexed by the bit length of the zigzag value so
+// that coding takes a table lookup instead of branches the CPU would mispredict. Length 0 is an
+// unchanged field: a single '0'.
+type codeEntry struct {
+	prefix uint64 // the prefix bits, written first
+	shift  uint   // where the value starts: the prefix length
+	total  uint   // prefix and value bits
 }
 
-// writeVelAxis writes one velocity axis difference: '0' unchanged, else '1' and the zigzag value
-// as '0'+4, '10'+8 or '11'+15 bits.
-func writeVelAxis(w *BitWriter, d int32) {
-	if d == 0 {
-		w.WriteBits(0, 1)
-		return
-	}
-	z := uint64(Zigzag(d))
-	switch {
-	case z < 1<<4:
-		w.WriteBits(0b01|z<<2, 6)
-	case z < 1<<8:
-		w.WriteBits(0b011|z<<3, 11)
-	default:
-		w.WriteBits(0b111|z<<3, 18)
-	}
+// codeTable maps a value's bit length to its code; values are below 2^19.
+type codeTable [20]codeEntry
+
+func (t *codeTable) code(z uint64) (uint64, uint) {
+	e := &t[bits.Len64(z)]
+	return e.prefix | z<<e.shift, e.total
 }
 
-// writeRot writes a rotation change: '0' unchanged; '1','1' and three component differences
-// ('0'+3, '10'+6 or '11'+11 bits each) when the dropped index is the same and that is smaller;
-// else '1','0' and the packed rotation.
-func writeRot(w *BitWriter, base, cur uint32) {
-	if base == cur {
-		w.WriteBits(0, 1)
-		return
+// newCodeTable builds a table for value widths: after the changed bit '1', width i is announced by i
+// '1's then a '0' (the last width by '1's alone).
+func newCodeTable(widths ...uint) *codeTable {
+	var t codeTable
+	t[0] = codeEntry{0, 0, 1}
+	length := 1
+	for i, wd := range widths {
+		pre := uint64(1)<<(i+1) - 1 // the changed bit and i width '1's
+		plen := uint(i + 2)         // ... and the closing '0'
+		if i == len(widths)-1 {
+			plen--
+		}
+		for ; length <= int(wd); length++ {
+			t[length] = codeEntry{pre, plen, plen + wd}
+		}
 	}
+	return &t
+}
+
+var (
+	// posCodes: '0' unchanged, else '1' and the zigzag difference as '0'+4, '10'+8, '110'+12
+	// or '111'+19 bits.
+	posCodes = newCodeTable(4, 8, 12, 19)
+	// velCodes: '0' unchanged, else '1' and the zigzag difference as '0'+4, '10'+8 or '11'+15
+	// bits.
+	velCodes = newCodeTable(4, 8, 15)
+)
+
+// writeRot codes a rotation change: '1','1' and three component differences ('0'+3, '10'+6 or
+// '11'+11 bits each) when the dropped index is the same and that is smaller; else '1','0' and
+// the packed rotation. An unchanged rotation is a single '0', written by the caller.
+func writeRot(w *BitWriter, a *bitAcc, base, cur uint32) {
 	const topShift = 3 * RotComponentBits
 	if base>>topShift == cur>>topShift {
 		var codes [3]uint64
@@ -312,15 +321,15 @@ func writeRot(w *BitWriter, base, cur uint32) {
 			total += lens[i]
 		}
 		if total < 32 {
-			w.WriteBits(0b11, 2)
+			a.put(w, 0b11, 2)
 			for i := range 3 {
-				w.WriteBits(codes[i], lens[i])
+				a.put(w, codes[i], lens[i])
 			}
 			return
 		}
 	}
-	w.WriteBits(0b01, 2)
-	w.WriteBits(uint64(cur), 32)
+	a.put(w, 0b01, 2)
+	a.put(w, uint64(cur), 32)
 }
 
 // DecodeSnapshot decodes a SNAPSHOT packet into s, reusing s.Records.

@@ -3,6 +3,7 @@ package snapshot
 import (
 	"errors"
 	"math"
+	"slices"
 	"unsafe"
 
 	"github.com/netfleet/netfleet/gameserver/protocol"
@@ -30,7 +31,8 @@ const (
 	// packet counts as lost, as in QUIC's packet threshold.
 	lossReorder = 3
 	nBuckets    = 128
-	noRep       = math.MaxUint16 // slotRep: no replica; a session tracks at most noRep entities
+	// maxReplicas bounds the entities one session tracks, so replica indices fit 16 bits.
+	maxReplicas = math.MaxUint16
 )
 
 // Errors.
@@ -39,21 +41,34 @@ var (
 	ErrAckFuture = errors.New("snapshot: ACK acknowledges a sequence not sent yet")
 )
 
-// replica is what a session knows of one entity (one slot).
+// replica is what a session knows of one entity (one slot). Replicas are kept sorted by slot, so
+// the per-tick pass over them streams through memory.
+//
+// A baseline is named by its tick; its state is read from the world's state history while the
+// history still holds it, and copied into the session (bases) only when it is about to age out,
+// which happens to entities at rest. Moving entities, whose baselines advance every round trip,
+// so cost no copies.
 type replica struct {
-	base        protocol.State // acknowledged baseline, valid when baseTick != 0
 	priority    float32
-	relevance   float32
 	baseTick    uint32 // tick of the baseline; 0: the client has acknowledged no state
+	clean       uint32 // last tick the state was known to equal the baseline
 	lastSent    uint32 // tick of the last record sent; 0: nothing sent since the entity (re)started
 	minPromote  uint32 // acknowledgements of records older than this tick are ignored
-	seen        uint32 // last tick the entity was in interest
 	despawnTick uint32 // tick the entity left; 0: not leaving
 	slot        uint16
 	gen         uint16
 	sendCount   uint16 // records sent, wrapping
 	baseSend    uint16 // sendCount of the baseline's record
 	everSent    bool   // the client may hold the entity
+	baseStored  bool   // the baseline is in bases rather than read from the world's history
+}
+
+// ackMark is the newest acknowledged record of a replica since the last frame; tick 0: none. It
+// is kept apart from the replicas so that acknowledgements, which arrive in no useful order,
+// write into a small array.
+type ackMark struct {
+	tick    uint32
+	sendIdx uint16
 }
 
 type sentPacket struct {
@@ -64,10 +79,9 @@ type sentPacket struct {
 	valid, acked, lost bool
 }
 
-type sentRecord struct {
-	slot, gen, sendIdx uint16
-	despawn            bool
-}
+// A sent record is its slot and, above it, the replica's send count: records of an earlier
+// incarnation of the slot are told apart by their tick (minPromote), not by a generation.
+func sentRecord(slot, sendIdx uint16) uint32 { return uint32(slot) | uint32(sendIdx)<<16 }
 
 // Stats are a session's cumulative counters.
 type Stats struct {
@@ -92,29 +106,39 @@ type AckResult struct {
 }
 
 type candidate struct {
-	slot   uint16
+	ri     uint16
 	bucket uint8
+}
+
+type newcomer struct {
+	slot  uint16
+	dist2 float32
 }
 
 // Session is one client's replication state.
 type Session struct {
-	w       *world.World
-	cfg     Config
-	focus   world.ID
-	reps    []replica
-	slotRep []uint16 // slot -> index in reps, noRep when none; 16 bits keep it cache-friendly
-	acked   []uint16 // ring indices acknowledged since the last frame, promoted by promote
-	hits    []world.Hit
-	cands   []candidate
-	order   []uint16
-	counts  [nBuckets]int32
+	w     *world.World
+	cfg   Config
+	focus world.ID
+
+	reps     []replica        // sorted by slot
+	bases    []protocol.State // parallel to reps: baselines that aged out of the world history
+	marks    []ackMark        // parallel to reps
+	index    slotIndex
+	hits     []world.Hit
+	fresh    []newcomer
+	cands    []candidate
+	order    []uint16 // replica indices, highest priority first
+	counts   [nBuckets]int32
+	ackQueue []uint16 // ring indices acknowledged since the last frame
 
 	ring      [ringSize]sentPacket
-	arena     []sentRecord
+	arena     []uint32
 	arenaHead uint32
 	nextSeq   uint16
 	lossScan  uint16
 
+	history      uint32 // the world's HistoryTicks
 	lastBuild    uint32
 	lastUpdate   uint32
 	rtt          float32 // smoothed round trip, ticks
@@ -130,16 +154,21 @@ func NewSession(w *world.World, cfg Config) (*Session, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	const initial = 512
 	s := &Session{
-		w:       w,
-		cfg:     cfg,
-		slotRep: make([]uint16, w.Capacity()),
-		acked:   make([]uint16, 0, ringSize),
-		reps:    make([]replica, 0, 256),
-		hits:    make([]world.Hit, 0, 256),
-		cands:   make([]candidate, 0, 256),
-		order:   make([]uint16, 0, 256),
-		arena:   make([]sentRecord, arenaSize),
+		w:        w,
+		history:  uint32(w.Config().HistoryTicks),
+		cfg:      cfg,
+		reps:     make([]replica, 0, initial),
+		bases:    make([]protocol.State, 0, initial),
+		marks:    make([]ackMark, 0, initial),
+		index:    newSlotIndex(w.Capacity()),
+		hits:     make([]world.Hit, 0, initial),
+		fresh:    make([]newcomer, 0, initial),
+		cands:    make([]candidate, 0, initial),
+		order:    make([]uint16, 0, initial),
+		ackQueue: make([]uint16, 0, ringSize),
+		arena:    make([]uint32, arenaSize),
 	}
 	s.Recycle()
 	return s, nil
@@ -148,12 +177,7 @@ func NewSession(w *world.World, cfg Config) (*Session, error) {
 // Recycle forgets everything about the session's client, keeping the session's memory, so the
 // session can serve a new client.
 func (s *Session) Recycle() {
-	for i := range s.slotRep {
-		s.slotRep[i] = noRep
-	}
-	s.acked = s.acked[:0]
-	s.reps = s.reps[:0]
-	s.ring = [ringSize]sentPacket{}
+	s.forget()
 	s.arenaHead = 0
 	s.nextSeq, s.lossScan = 0, 0
 	s.focus = 0
@@ -161,6 +185,19 @@ func (s *Session) Recycle() {
 	s.rtt = float32(s.cfg.TickRateHz) / 10 // 100 ms until measured
 	s.resetPending = false
 	s.stats = Stats{}
+}
+
+// forget drops every replica and every packet in flight.
+func (s *Session) forget() {
+	s.index.clear()
+	s.reps = s.reps[:0]
+	s.bases = s.bases[:0]
+	s.marks = s.marks[:0]
+	s.ackQueue = s.ackQueue[:0]
+	for i := range s.ring {
+		s.ring[i].valid = false
+	}
+	s.lossScan = s.nextSeq
 }
 
 // SetConfig changes the session's settings; call it between ticks.
@@ -202,26 +239,19 @@ func (s *Session) Known() int { return len(s.reps) }
 func (s *Session) MemoryBytes() int {
 	return int(unsafe.Sizeof(*s)) +
 		cap(s.reps)*int(unsafe.Sizeof(replica{})) +
-		cap(s.slotRep)*2 +
-		cap(s.acked)*2 +
+		cap(s.bases)*int(unsafe.Sizeof(protocol.State{})) +
+		cap(s.marks)*int(unsafe.Sizeof(ackMark{})) +
+		s.index.bytes() +
 		cap(s.hits)*int(unsafe.Sizeof(world.Hit{})) +
+		cap(s.fresh)*int(unsafe.Sizeof(newcomer{})) +
 		cap(s.cands)*int(unsafe.Sizeof(candidate{})) +
-		cap(s.order)*2 +
-		cap(s.arena)*int(unsafe.Sizeof(sentRecord{}))
+		cap(s.order)*2 + cap(s.ackQueue)*2 + cap(s.arena)*4
 }
 
 // Reset forgets what the client holds. The next frame carries a RESET message and full state
 // for everything in interest.
 func (s *Session) Reset() {
-	for i := range s.reps {
-		s.slotRep[s.reps[i].slot] = noRep
-	}
-	s.reps = s.reps[:0]
-	s.acked = s.acked[:0]
-	for i := range s.ring {
-		s.ring[i].valid = false
-	}
-	s.lossScan = s.nextSeq
+	s.forget()
 	s.resetPending = true
 	s.stats.Resets++
 }
@@ -245,9 +275,13 @@ func (s *Session) BuildFrame(budget int, nowUnixMs int64, f *Frame) error {
 	if update {
 		s.lastUpdate = tick
 	}
-	s.gather(tick)
+	fx, fy, _, focused := s.w.Position(s.focus)
 	s.promote()
-	s.collect(tick, update)
+	if focused {
+		s.gather(tick, fx, fy)
+	}
+	s.bump()
+	s.collect(tick, update, fx, fy, focused)
 	s.sortCandidates()
 	s.emit(tick, budget, uint32(nowUnixMs), flags, f)
 	s.lastBuild = tick
@@ -255,55 +289,65 @@ func (s *Session) BuildFrame(budget int, nowUnixMs int64, f *Frame) error {
 	return nil
 }
 
-// gather marks the entities in interest, creating replicas for newcomers.
-func (s *Session) gather(tick uint32) {
-	s.hits = s.hits[:0]
-	x, y, _, ok := s.w.Position(s.focus)
-	if !ok {
-		return
-	}
-	r := s.cfg.InterestRadius
-	r2 := r * r
-	inv := (1 - minRelevance) / r2
-	s.hits = s.w.Query(x, y, r*exitFactor, s.hits)
-	for _, h := range s.hits {
-		slot := h.Slot
-		gen := s.w.Gen(slot)
-		ri := s.slotRep[slot]
-		relevance := max(minRelevance, 1-h.Dist2*inv)
-		if ri == noRep {
-			if h.Dist2 > r2 || len(s.reps) == noRep {
+// promote marks, per replica, the newest record of the packets acknowledged since the last
+// frame; collect then makes those states baselines.
+func (s *Session) promote() {
+	for _, i := range s.ackQueue {
+		e := &s.ring[i]
+		if !e.valid || s.arenaHead-e.start > arenaSize {
+			continue // reset since, or its records were overwritten: nothing to promote
+		}
+		for k := e.start; k != e.start+uint32(e.count); k++ {
+			rec := s.arena[k&(arenaSize-1)]
+			slot := uint16(rec)
+			if !s.index.has(slot) {
 				continue
 			}
-			ri = s.addReplica(slot)
-			s.start(&s.reps[ri], gen, tick, relevance)
-		}
-		rep := &s.reps[ri]
-		if rep.gen != gen || rep.despawnTick != 0 {
-			// A new incarnation holds the slot, or the entity is back after leaving: it starts
-			// over if it is within the radius; otherwise the old one goes on leaving.
-			if h.Dist2 > r2 {
-				continue
-			}
-			s.start(rep, gen, tick, relevance)
-		}
-		rep.seen = tick
-		rep.relevance = relevance
-	}
-	for _, b := range s.w.Bumps() {
-		if ri := s.slotRep[b.Slot]; ri != noRep {
-			if rep := &s.reps[ri]; rep.gen == b.Gen && rep.despawnTick == 0 {
-				rep.priority += b.Amount
+			if m := &s.marks[s.index.rank(slot)]; e.tick > m.tick {
+				m.tick, m.sendIdx = e.tick, uint16(rec>>16)
 			}
 		}
 	}
+	s.ackQueue = s.ackQueue[:0]
 }
 
-func (s *Session) addReplica(slot uint16) uint16 {
-	ri := uint16(len(s.reps))
-	s.reps = append(s.reps, replica{slot: slot})
-	s.slotRep[slot] = ri
-	return ri
+// gather finds entities within the interest radius that the session does not track yet and adds
+// them, in slot order, as spawns.
+func (s *Session) gather(tick uint32, fx, fy float32) {
+	r := s.cfg.InterestRadius
+	s.hits = s.w.Query(fx, fy, r, s.hits[:0])
+	s.fresh = s.fresh[:0]
+	for _, h := range s.hits {
+		if !s.index.has(h.Slot) {
+			s.fresh = append(s.fresh, newcomer{h.Slot, h.Dist2})
+		}
+	}
+	if len(s.fresh) == 0 {
+		return
+	}
+	s.fresh = s.fresh[:min(len(s.fresh), maxReplicas-len(s.reps))]
+	slices.SortFunc(s.fresh, func(a, b newcomer) int { return int(a.slot) - int(b.slot) })
+	// Merge from the back: each replica moves at most once.
+	n, k := len(s.reps), len(s.fresh)
+	s.reps = slices.Grow(s.reps, k)[:n+k]
+	s.bases = slices.Grow(s.bases, k)[:n+k]
+	s.marks = slices.Grow(s.marks, k)[:n+k]
+	i, j := n-1, k-1
+	inv := (1 - minRelevance) / (r * r)
+	for d := n + k - 1; j >= 0; d-- {
+		if i >= 0 && s.reps[i].slot > s.fresh[j].slot {
+			s.reps[d], s.bases[d], s.marks[d] = s.reps[i], s.bases[i], s.marks[i]
+			i--
+			continue
+		}
+		nc := s.fresh[j]
+		s.reps[d] = replica{slot: nc.slot}
+		s.start(&s.reps[d], s.w.Gen(nc.slot), tick, max(minRelevance, 1-nc.dist2*inv))
+		s.bases[d], s.marks[d] = protocol.State{}, ackMark{}
+		s.index.set(nc.slot)
+		j--
+	}
+	s.index.recount()
 }
 
 // start makes rep a fresh spawn of incarnation gen. A spawn replaces whatever the client holds
@@ -317,26 +361,66 @@ func (s *Session) start(rep *replica, gen uint16, tick uint32, relevance float32
 	rep.priority = SpawnPriority * relevance
 }
 
-func (s *Session) removeReplica(ri uint16) {
-	last := uint16(len(s.reps) - 1)
-	s.slotRep[s.reps[ri].slot] = noRep
-	if ri != last {
-		s.reps[ri] = s.reps[last]
-		s.slotRep[s.reps[ri].slot] = ri
+// bump adds this tick's game-logic bumps to the priorities of the entities they name.
+func (s *Session) bump() {
+	for _, b := range s.w.Bumps() {
+		if !s.index.has(b.Slot) {
+			continue
+		}
+		if rep := &s.reps[s.index.rank(b.Slot)]; rep.gen == b.Gen && rep.despawnTick == 0 {
+			rep.priority += b.Amount
+		}
 	}
-	s.reps = s.reps[:last]
 }
 
-// collect turns entities that left into despawns, grows the priority of every entity with
-// something to send, and lists those that may be sent this tick.
-func (s *Session) collect(tick uint32, update bool) {
+// collect is the one pass over every replica: it applies acknowledgements, follows entities that
+// leave interest, die or are replaced, grows the priority of every entity with something to
+// send, lists those that may be sent this tick, and drops replicas the client no longer needs.
+func (s *Session) collect(tick uint32, update bool, fx, fy float32, focused bool) {
 	s.cands = s.cands[:0]
 	resend := uint32(s.rtt) + 2
-	for i := len(s.reps) - 1; i >= 0; i-- {
+	r2 := s.cfg.InterestRadius * s.cfg.InterestRadius
+	exit2 := r2 * exitFactor * exitFactor
+	inv := (1 - minRelevance) / r2
+	removed := false
+	j := 0
+	for i := range s.reps {
 		rep := &s.reps[i]
-		if rep.despawnTick == 0 && rep.seen != tick {
+		slot := rep.slot
+		if m := s.marks[i]; m.tick >= rep.minPromote && m.tick != 0 {
+			if rep.despawnTick != 0 {
+				s.index.unset(slot) // the client has dropped it
+				removed = true
+				continue
+			}
+			if m.tick > rep.baseTick && tick-m.tick < s.history {
+				rep.baseTick, rep.clean, rep.baseSend, rep.baseStored = m.tick, m.tick, m.sendIdx, false
+			}
+		}
+		if rep.baseTick != 0 && !rep.baseStored && tick-rep.baseTick >= s.history-2 {
+			if st, ok := s.w.StateAt(slot, rep.baseTick); ok {
+				s.bases[i], rep.baseStored = *st, true
+			}
+		}
+		meta := s.w.Meta(slot)
+		alive := meta.Alive
+		d2 := float32(math.Inf(1))
+		if alive && focused {
+			x, y := s.w.XY(slot)
+			d2 = (x-fx)*(x-fx) + (y-fy)*(y-fy)
+		}
+		relevance := max(minRelevance, 1-d2*inv)
+		gen := meta.Gen
+		switch {
+		case rep.despawnTick == 0 && gen == rep.gen && alive && d2 <= exit2:
+			// still in interest
+		case alive && d2 <= r2:
+			// back after leaving, or a new incarnation of the slot: spawn it
+			s.start(rep, gen, tick, relevance)
+		case rep.despawnTick == 0:
 			if !rep.everSent {
-				s.removeReplica(uint16(i)) // the client never heard of it
+				s.index.unset(slot) // the client never heard of it
+				removed = true
 				continue
 			}
 			rep.despawnTick = tick
@@ -344,32 +428,45 @@ func (s *Session) collect(tick uint32, update bool) {
 			rep.minPromote = tick
 			rep.priority = SpawnPriority
 		}
-		var weight float32
-		var eligible bool
-		switch {
-		case rep.despawnTick != 0:
-			weight = pendingWeight
-			eligible = rep.lastSent == 0 || tick-rep.lastSent >= resend
-		case rep.baseTick == 0:
-			weight = pendingWeight * rep.relevance
-			eligible = rep.lastSent == 0 || s.w.Changed(rep.slot) > rep.lastSent || tick-rep.lastSent >= resend
-		default:
-			changed := s.w.Changed(rep.slot)
-			if changed <= rep.baseTick || *s.w.State(rep.slot) == rep.base {
-				rep.priority = 0 // the client has it: nothing to send
-				continue
-			}
-			weight = rep.relevance
-			eligible = update && (changed > rep.lastSent || tick-rep.lastSent >= resend)
+		if eligible(rep, meta.Changed, tick, update, resend, relevance) {
+			s.cands = append(s.cands, candidate{ri: uint16(j), bucket: bucket(rep.priority)})
 		}
-		if !eligible {
-			continue
+		if j != i {
+			s.reps[j], s.bases[j] = *rep, s.bases[i]
 		}
-		rep.priority += weight
-		s.cands = append(s.cands, candidate{slot: rep.slot, bucket: bucket(rep.priority)})
+		s.marks[j] = ackMark{}
+		j++
+	}
+	s.reps, s.bases, s.marks = s.reps[:j], s.bases[:j], s.marks[:j]
+	if removed {
+		s.index.recount()
 	}
 	s.stats.Candidates += uint64(len(s.cands))
 	s.stats.LastCandidates = len(s.cands)
+}
+
+// eligible grows rep's priority if it has something to send and reports whether it may be sent
+// this tick. An entity whose state equals its acknowledged baseline has nothing to send; a
+// record that was sent and not acknowledged goes again after about a round trip.
+func eligible(rep *replica, changed, tick uint32, update bool, resend uint32, relevance float32) bool {
+	due := rep.lastSent == 0 || tick-rep.lastSent >= resend // never sent, or not acknowledged in time
+	weight := relevance
+	switch {
+	case rep.despawnTick != 0:
+		weight = pendingWeight
+	case rep.baseTick == 0:
+		weight *= pendingWeight
+		due = due || changed > rep.lastSent
+	case changed <= rep.clean:
+		rep.priority = 0
+		return false
+	default:
+		due = update && (due || changed > rep.lastSent)
+	}
+	if due {
+		rep.priority += weight
+	}
+	return due
 }
 
 // bucket maps a priority to one of nBuckets logarithmic buckets, four per octave, from 2^-3 up.
@@ -379,7 +476,7 @@ func bucket(p float32) uint8 {
 	return uint8(max(0, min(nBuckets-1, b)))
 }
 
-// sortCandidates orders the candidates by bucket, highest first (a counting sort).
+// sortCandidates orders the candidates by bucket, highest first (a stable counting sort).
 func (s *Session) sortCandidates() {
 	s.counts = [nBuckets]int32{}
 	for _, c := range s.cands {
@@ -391,12 +488,9 @@ func (s *Session) sortCandidates() {
 		s.counts[b] = pos
 		pos += n
 	}
-	if cap(s.order) < len(s.cands) {
-		s.order = make([]uint16, len(s.cands), 2*len(s.cands))
-	}
-	s.order = s.order[:len(s.cands)]
+	s.order = slices.Grow(s.order[:0], len(s.cands))[:len(s.cands)]
 	for _, c := range s.cands {
-		s.order[s.counts[c.bucket]] = c.slot
+		s.order[s.counts[c.bucket]] = c.ri
 		s.counts[c.bucket]++
 	}
 }
@@ -415,8 +509,7 @@ func (s *Session) emit(tick uint32, budget int, nowMs uint32, flags uint8, f *Fr
 	open := false // a packet is open at off
 	last := false // the open packet is the last the budget allows
 	misses := 0
-	for _, slot := range s.order {
-		rep := &s.reps[s.slotRep[slot]]
+	for _, ri := range s.order {
 		for {
 			if !open {
 				room := min(s.cfg.MaxPacketBytes, limit-off)
@@ -427,7 +520,7 @@ func (s *Session) emit(tick uint32, budget int, nowMs uint32, flags uint8, f *Fr
 				open = true
 				last = limit-off-room < minPacketBytes
 			}
-			if s.write(rep, tick) {
+			if s.write(ri, tick) {
 				break
 			}
 			// A full packet is closed and the record retried in a new one, unless the budget
@@ -453,7 +546,8 @@ func (s *Session) emit(tick uint32, budget int, nowMs uint32, flags uint8, f *Fr
 
 // write encodes one record into the open packet and remembers it; it reports false if the record
 // did not fit.
-func (s *Session) write(rep *replica, tick uint32) bool {
+func (s *Session) write(ri uint16, tick uint32) bool {
+	rep := &s.reps[ri]
 	slot := rep.slot
 	var ok bool
 	switch {
@@ -463,7 +557,14 @@ func (s *Session) write(rep *replica, tick uint32) bool {
 		}
 	case rep.baseTick != 0 && tick-rep.baseTick <= protocol.MaxBaselineAge &&
 		rep.sendCount-rep.baseSend-1 < protocol.HistoryDepth-1:
-		if ok = s.enc.Delta(slot, tick-rep.baseTick, &rep.base, s.w.State(slot)); ok {
+		base, cur := s.baseline(ri), s.w.State(slot)
+		if *base == *cur {
+			// It changed and changed back: nothing to send after all.
+			rep.clean = tick
+			rep.priority = 0
+			return true
+		}
+		if ok = s.enc.Delta(slot, tick-rep.baseTick, base, cur); ok {
 			s.stats.Deltas++
 		}
 	default:
@@ -474,13 +575,22 @@ func (s *Session) write(rep *replica, tick uint32) bool {
 	if !ok {
 		return false
 	}
-	s.arena[s.arenaHead&(arenaSize-1)] = sentRecord{slot: slot, gen: rep.gen, sendIdx: rep.sendCount, despawn: rep.despawnTick != 0}
+	s.arena[s.arenaHead&(arenaSize-1)] = sentRecord(slot, rep.sendCount)
 	s.arenaHead++
 	rep.sendCount++
 	rep.lastSent = tick
 	rep.priority = 0
 	rep.everSent = true
 	return true
+}
+
+// baseline is the state of replica ri's baseline.
+func (s *Session) baseline(ri uint16) *protocol.State {
+	if s.reps[ri].baseStored {
+		return &s.bases[ri]
+	}
+	st, _ := s.w.StateAt(s.reps[ri].slot, s.reps[ri].baseTick) // within the history: see collect
+	return st
 }
 
 // finish closes the open packet, records it in the ring and returns the next packet's offset.
@@ -507,8 +617,9 @@ func (s *Session) finish(tick uint32, off int, f *Frame) int {
 	return end
 }
 
-// HandleAck applies a client's ACK: it promotes the baselines of newly acknowledged packets,
-// counts lost packets, honours NeedFull and Resync. It refuses an ACK of a sequence not sent.
+// HandleAck applies a client's ACK: newly acknowledged packets have their states promoted to
+// baselines at the next frame; unacknowledged ones with lossReorder newer ones acknowledged are
+// counted lost; NeedFull and Resync are honoured. It refuses an ACK of a sequence not sent.
 func (s *Session) HandleAck(a *protocol.Ack) (AckResult, error) {
 	var res AckResult
 	if int16(a.Latest-s.nextSeq) >= 0 {
@@ -550,60 +661,16 @@ func (s *Session) ackPacket(seq uint16, res *AckResult) {
 		sample := float32(s.w.Tick() - e.tick)
 		s.rtt += (sample - s.rtt) / 8
 	}
-	s.acked = append(s.acked, seq&(ringSize-1))
-}
-
-// promote makes the states of the packets acknowledged since the last frame the baselines of
-// their entities. It runs while building the frame, after gather has brought the session's
-// replicas into the cache, rather than in HandleAck: walking a packet's records touches replicas
-// in priority order, that is at random.
-func (s *Session) promote() {
-	for _, i := range s.acked {
-		s.promotePacket(&s.ring[i])
-	}
-	s.acked = s.acked[:0]
-}
-
-func (s *Session) promotePacket(e *sentPacket) {
-	if !e.valid || s.arenaHead-e.start > arenaSize {
-		return // reset since, or its records were overwritten: nothing to promote
-	}
-	for k := e.start; k != e.start+uint32(e.count); k++ {
-		rec := &s.arena[k&(arenaSize-1)]
-		ri := s.slotRep[rec.slot]
-		if ri == noRep {
-			continue
-		}
-		rep := &s.reps[ri]
-		if rep.gen != rec.gen || e.tick < rep.minPromote {
-			continue
-		}
-		switch {
-		case rec.despawn:
-			if rep.despawnTick != 0 {
-				s.removeReplica(ri)
-			}
-		case rep.despawnTick == 0 && e.tick > rep.baseTick:
-			if st, ok := s.w.StateAt(rec.slot, e.tick); ok {
-				rep.base = *st
-				rep.baseTick = e.tick
-				rep.baseSend = rec.sendIdx
-			}
-		}
-	}
+	s.ackQueue = append(s.ackQueue, seq&(ringSize-1))
 }
 
 // needFull drops an entity's baseline so that its full state is sent, ignoring
 // acknowledgements of records already in flight (the client could not apply them).
 func (s *Session) needFull(id uint16) {
-	if int(id) >= len(s.slotRep) {
+	if int(id) >= s.w.Capacity() || !s.index.has(id) {
 		return
 	}
-	ri := s.slotRep[id]
-	if ri == noRep {
-		return
-	}
-	rep := &s.reps[ri]
+	rep := &s.reps[s.index.rank(id)]
 	if rep.despawnTick != 0 {
 		return
 	}

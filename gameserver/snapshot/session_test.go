@@ -190,7 +190,7 @@ func TestNeedFull(t *testing.T) {
 	var id uint16
 	found := false
 	for _, hit := range h.w.Query(0, 0, 1000, nil) {
-		if l.sess.slotRep[hit.Slot] != noRep && l.sess.reps[l.sess.slotRep[hit.Slot]].baseTick != 0 {
+		if l.sess.index.has(hit.Slot) && l.sess.reps[l.sess.index.rank(hit.Slot)].baseTick != 0 {
 			id, found = hit.Slot, true
 			break
 		}

@@ -33,10 +33,10 @@ func (g *grid) cell(v float32) int {
 	return max(0, min(g.n-1, c))
 }
 
-func (g *grid) rebuild(alive []bool, pos [][3]float32) {
+func (g *grid) rebuild(meta []SlotMeta, pos [][3]float32) {
 	clear(g.start)
-	for s, ok := range alive {
-		if ok {
+	for s := range meta {
+		if meta[s].Alive {
 			g.start[g.cell(pos[s][1])*g.n+g.cell(pos[s][0])+1]++
 		}
 	}
@@ -44,8 +44,8 @@ func (g *grid) rebuild(alive []bool, pos [][3]float32) {
 		g.start[c] += g.start[c-1]
 	}
 	copy(g.cursor, g.start)
-	for s, ok := range alive {
-		if !ok {
+	for s := range meta {
+		if !meta[s].Alive {
 			continue
 		}
 		p := pos[s]

@@ -118,6 +118,13 @@ func (c Config) validate() error {
 	return errors.Join(errs...)
 }
 
+// SlotMeta is what replication reads of a slot every tick, packed together.
+type SlotMeta struct {
+	Changed uint32 // last tick the state changed, or the entity spawned or despawned
+	Gen     uint16 // slot generation
+	Alive   bool
+}
+
 // Bump raises an entity's replication priority for the tick, e.g. after a collision.
 type Bump struct {
 	Slot   uint16
@@ -138,8 +145,7 @@ type World struct {
 	rng  rng
 	tick uint32
 
-	alive      []bool
-	gen        []uint16
+	meta       []SlotMeta
 	kind       []Kind
 	pos        [][3]float32
 	target     [][3]float32
@@ -149,7 +155,6 @@ type World struct {
 	life       []float32 // seconds left to live; +Inf for avatars and immortal entities
 	steered    []bool    // walking to a target set by SetTarget
 	states     []protocol.State
-	changed    []uint32
 	hist       []protocol.State // HistoryTicks rows of Capacity states, row = tick % HistoryTicks
 	free       []uint16         // FIFO of free slots, so a slot is reused as late as possible
 	freeHead   int
@@ -172,8 +177,7 @@ func New(cfg Config) (*World, error) {
 		cfg:     cfg,
 		rng:     rng{s: cfg.Seed},
 		tick:    1,
-		alive:   make([]bool, n),
-		gen:     make([]uint16, n),
+		meta:    make([]SlotMeta, n),
 		kind:    make([]Kind, n),
 		pos:     make([][3]float32, n),
 		target:  make([][3]float32, n),
@@ -183,7 +187,6 @@ func New(cfg Config) (*World, error) {
 		life:    make([]float32, n),
 		steered: make([]bool, n),
 		states:  make([]protocol.State, n),
-		changed: make([]uint32, n),
 		hist:    make([]protocol.State, cfg.HistoryTicks*n),
 		free:    make([]uint16, n),
 		freeLen: n,
@@ -198,7 +201,7 @@ func New(cfg Config) (*World, error) {
 		w.spawn(w.randomKind(), w.randomPoint())
 	}
 	w.quantize()
-	w.grid.rebuild(w.alive, w.pos)
+	w.grid.rebuild(w.meta, w.pos)
 	return w, nil
 }
 
@@ -209,7 +212,7 @@ func (w *World) Config() Config { return w.cfg }
 func (w *World) Tick() uint32 { return w.tick }
 
 // Capacity is the number of slots.
-func (w *World) Capacity() int { return len(w.alive) }
+func (w *World) Capacity() int { return len(w.meta) }
 
 // Count is the number of live entities, avatars included.
 func (w *World) Count() int { return w.population + w.avatars }
@@ -220,8 +223,8 @@ func (w *World) Step(dt float32) {
 	w.tick++
 	w.bumps = w.bumps[:0]
 	w.kill = w.kill[:0]
-	for s := range w.alive {
-		if !w.alive[s] || dt == 0 {
+	for s := range w.meta {
+		if !w.meta[s].Alive || dt == 0 {
 			continue
 		}
 		if w.life[s] -= dt; w.life[s] <= 0 {
@@ -235,7 +238,7 @@ func (w *World) Step(dt float32) {
 		w.spawn(w.randomKind(), w.randomPoint())
 	}
 	w.quantize()
-	w.grid.rebuild(w.alive, w.pos)
+	w.grid.rebuild(w.meta, w.pos)
 }
 
 // move advances one entity: rest, walk toward the waypoint, or arrive.
@@ -259,7 +262,7 @@ func (w *World) move(s int, dt float32) {
 	if w.cfg.RestMaxSec > 0 {
 		w.rest[s] = w.cfg.RestMinSec + w.rng.float()*(w.cfg.RestMaxSec-w.cfg.RestMinSec)
 		w.vel[s] = [3]float32{}
-		w.bumps = append(w.bumps, Bump{Slot: uint16(s), Gen: w.gen[s], Amount: ArrivalBump})
+		w.bumps = append(w.bumps, Bump{Slot: uint16(s), Gen: w.meta[s].Gen, Amount: ArrivalBump})
 		if w.rest[s] > 0 {
 			return
 		}
@@ -316,13 +319,13 @@ func (w *World) aim(s int, t [3]float32) {
 // quantize refreshes every live entity's replicated state, stamps the ones that changed, and
 // records the tick's states in the history.
 func (w *World) quantize() {
-	for s := range w.alive {
-		if !w.alive[s] {
+	for s := range w.meta {
+		if !w.meta[s].Alive {
 			continue
 		}
 		if q := w.quantized(s); q != w.states[s] {
 			w.states[s] = q
-			w.changed[s] = w.tick
+			w.meta[s].Changed = w.tick
 		}
 	}
 	row := int(w.tick&uint32(w.cfg.HistoryTicks-1)) * len(w.states)
@@ -361,11 +364,11 @@ func (w *World) spawn(k Kind, p [3]float32) (ID, bool) {
 	s := w.free[w.freeHead]
 	w.freeHead = (w.freeHead + 1) % len(w.free)
 	w.freeLen--
-	w.gen[s]++
-	if w.gen[s] == 0 { // generation 0 is never used, so the zero ID names nothing
-		w.gen[s] = 1
+	w.meta[s].Gen++
+	if w.meta[s].Gen == 0 { // generation 0 is never used, so the zero ID names nothing
+		w.meta[s].Gen = 1
 	}
-	w.alive[s] = true
+	w.meta[s].Alive = true
 	w.kind[s] = k
 	w.pos[s] = p
 	w.vel[s] = [3]float32{}
@@ -384,19 +387,19 @@ func (w *World) spawn(k Kind, p [3]float32) (ID, bool) {
 	w.heading(int(s))
 	// The state is set now so a spawn between ticks is visible at once; changed marks it new.
 	w.states[s] = w.quantized(int(s))
-	w.changed[s] = w.tick
+	w.meta[s].Changed = w.tick
 	w.hist[int(w.tick&uint32(w.cfg.HistoryTicks-1))*len(w.states)+int(s)] = w.states[s]
-	return makeID(s, w.gen[s]), true
+	return makeID(s, w.meta[s].Gen), true
 }
 
 func (w *World) despawn(s uint16) {
-	w.alive[s] = false
+	w.meta[s].Alive = false
 	if w.kind[s] == KindAvatar {
 		w.avatars--
 	} else {
 		w.population--
 	}
-	w.changed[s] = w.tick
+	w.meta[s].Changed = w.tick
 	w.free[(w.freeHead+w.freeLen)%len(w.free)] = s
 	w.freeLen++
 }
@@ -425,7 +428,7 @@ func (w *World) Remove(id ID) bool {
 // Valid reports whether id names a live entity.
 func (w *World) Valid(id ID) bool {
 	s := int(id.Slot())
-	return s < len(w.alive) && w.alive[s] && w.gen[s] == id.Gen()
+	return s < len(w.meta) && w.meta[s].Alive && w.meta[s].Gen == id.Gen()
 }
 
 // SetTarget sends the entity to walk to (x, y); it rests there, then wanders again. It reports
@@ -468,19 +471,25 @@ func (w *World) Bumps() []Bump { return w.bumps }
 // they return the last incarnation's values.
 
 // Alive reports whether the slot holds a live entity.
-func (w *World) Alive(slot uint16) bool { return w.alive[slot] }
+func (w *World) Alive(slot uint16) bool { return w.meta[slot].Alive }
 
 // Gen is the slot's generation.
-func (w *World) Gen(slot uint16) uint16 { return w.gen[slot] }
+func (w *World) Gen(slot uint16) uint16 { return w.meta[slot].Gen }
 
 // KindOf is the slot's entity kind.
 func (w *World) KindOf(slot uint16) Kind { return w.kind[slot] }
+
+// XY is the slot's simulated horizontal position, in meters, as interest queries measure it.
+func (w *World) XY(slot uint16) (x, y float32) { p := &w.pos[slot]; return p[0], p[1] }
 
 // State is the slot's current quantized state.
 func (w *World) State(slot uint16) *protocol.State { return &w.states[slot] }
 
 // Changed is the last tick the slot's state changed (or its entity spawned or despawned).
-func (w *World) Changed(slot uint16) uint32 { return w.changed[slot] }
+func (w *World) Changed(slot uint16) uint32 { return w.meta[slot].Changed }
+
+// Meta returns the slot's liveness, generation and change tick in one read.
+func (w *World) Meta(slot uint16) SlotMeta { return w.meta[slot] }
 
 // StateAt returns the slot's quantized state at a past tick, if tick is one of the last
 // HistoryTicks ticks.
