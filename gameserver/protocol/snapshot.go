@@ -288,13 +288,20 @@ func newCodeTable(widths ...uint) *codeTable {
 	return &t
 }
 
+// Value widths of the difference codes.
 var (
-	// posCodes: '0' unchanged, else '1' and the zigzag difference as '0'+4, '10'+8, '110'+12
-	// or '111'+19 bits.
-	posCodes = newCodeTable(4, 8, 12, 19)
-	// velCodes: '0' unchanged, else '1' and the zigzag difference as '0'+4, '10'+8 or '11'+15
-	// bits.
-	velCodes = newCodeTable(4, 8, 15)
+	// posWidths: '0'+4, '10'+8, '110'+12 or '111'+19 bits.
+	posWidths = [...]uint{4, 8, 12, 19}
+	// velWidths: '0'+4, '10'+8 or '11'+15 bits.
+	velWidths = [...]uint{4, 8, 15}
+	// rotWidths: '0'+3, '10'+6 or '11'+11 bits.
+	rotWidths = [...]uint{3, 6, 11}
+)
+
+// The encoders' tables: '0' unchanged, else '1' and the coded difference.
+var (
+	posCodes = newCodeTable(posWidths[:]...)
+	velCodes = newCodeTable(velWidths[:]...)
 )
 
 // writeRot codes a rotation change: '1','1' and three component differences ('0'+3, '10'+6 or
@@ -395,7 +402,7 @@ func readDelta(r *BitReader, rec *Record, tick uint32) {
 		for i := range 3 {
 			if r.ReadBool() {
 				d.Changed |= DeltaPosX << i
-				d.Pos[i] = readPosAxis(r)
+				d.Pos[i] = readCode(r, posWidths[:])
 			}
 		}
 	}
@@ -403,7 +410,7 @@ func readDelta(r *BitReader, rec *Record, tick uint32) {
 		if r.ReadBool() {
 			d.Changed |= DeltaRotSmall
 			for i := range 3 {
-				d.RotD[i] = readRotComponent(r)
+				d.RotD[i] = int16(readCode(r, rotWidths[:]))
 			}
 		} else {
 			d.Changed |= DeltaRotFull
@@ -414,40 +421,18 @@ func readDelta(r *BitReader, rec *Record, tick uint32) {
 		for i := range 3 {
 			if r.ReadBool() {
 				d.Changed |= DeltaVelX << i
-				d.Vel[i] = readVelAxis(r)
+				d.Vel[i] = int16(readCode(r, velWidths[:]))
 			}
 		}
 	}
 }
 
-func readPosAxis(r *BitReader) int32 {
-	switch {
-	case !r.ReadBool():
-		return Unzigzag(uint32(r.ReadBits(4)))
-	case !r.ReadBool():
-		return Unzigzag(uint32(r.ReadBits(8)))
-	case !r.ReadBool():
-		return Unzigzag(uint32(r.ReadBits(12)))
+// readCode reads a zigzag difference coded with widths: up to len(widths)-1 '1's, ended by a
+// '0' unless all are '1's, select the width.
+func readCode(r *BitReader, widths []uint) int32 {
+	i := 0
+	for i < len(widths)-1 && r.ReadBool() {
+		i++
 	}
-	return Unzigzag(uint32(r.ReadBits(19)))
-}
-
-func readVelAxis(r *BitReader) int16 {
-	switch {
-	case !r.ReadBool():
-		return int16(Unzigzag(uint32(r.ReadBits(4))))
-	case !r.ReadBool():
-		return int16(Unzigzag(uint32(r.ReadBits(8))))
-	}
-	return int16(Unzigzag(uint32(r.ReadBits(15))))
-}
-
-func readRotComponent(r *BitReader) int16 {
-	switch {
-	case !r.ReadBool():
-		return int16(Unzigzag(uint32(r.ReadBits(3))))
-	case !r.ReadBool():
-		return int16(Unzigzag(uint32(r.ReadBits(6))))
-	}
-	return int16(Unzigzag(uint32(r.ReadBits(11))))
+	return Unzigzag(uint32(r.ReadBits(widths[i])))
 }

@@ -609,7 +609,7 @@ func (s *Session) finish(tick uint32, off int, f *Frame) int {
 	}
 	*e = sentPacket{tick: tick, start: s.arenaHead - uint32(n), count: uint16(n), seq: seq, valid: true}
 	s.nextSeq++
-	if uint16(s.nextSeq-s.lossScan) > ringSize {
+	if s.nextSeq-s.lossScan > ringSize {
 		s.lossScan = s.nextSeq - ringSize
 	}
 	s.stats.Packets++
