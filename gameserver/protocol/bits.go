@@ -93,29 +93,6 @@ func (w *BitWriter) Bytes() []byte {
 	return w.buf[:n]
 }
 
-// bitAcc gathers the fields of one record in a register and hands them to a BitWriter 64 bits at
-// a time, which costs far less than one WriteBits per field.
-type bitAcc struct {
-	v uint64
-	n uint
-}
-
-func (a *bitAcc) put(w *BitWriter, v uint64, n uint) {
-	if a.n+n > 64 {
-		a.spill(w)
-	}
-	a.v |= v << a.n
-	a.n += n
-}
-
-// spill is put's rare path, kept out of line so that put inlines.
-func (a *bitAcc) spill(w *BitWriter) {
-	w.WriteBits(a.v, a.n)
-	a.v, a.n = 0, 0
-}
-
-func (a *bitAcc) flush(w *BitWriter) { w.WriteBits(a.v, a.n) }
-
 // BitReader reads bit fields written by BitWriter. Reading past the end latches ErrTruncated and
 // returns zeros; it never panics.
 type BitReader struct {

@@ -182,22 +182,19 @@ func (e *SnapshotEncoder) commit(m BitMark) bool {
 // Spawn writes a spawn record: id now holds a new entity of the given kind and state.
 func (e *SnapshotEncoder) Spawn(id uint16, kind uint8, s *State) bool {
 	m := e.w.Mark()
-	w := &e.w
-	v, n := opID(OpSpawn, id)
-	a := bitAcc{v | uint64(kind)<<n, n + 8}
-	for i := range 3 {
-		a.put(w, uint64(s.Pos[i]-PosMin), PosBits)
-	}
-	a.put(w, uint64(s.Rot), 32)
+	// Fields are gathered into a few words of at most 64 bits, one WriteBits each.
+	v, n := opID(OpSpawn, id) // 19 bits at most
+	v |= uint64(kind)<<n | uint64(s.Pos[0]-PosMin)<<(n+8) | uint64(s.Pos[1]-PosMin)<<(n+8+PosBits)
+	e.w.WriteBits(v, n+8+2*PosBits)
+	e.w.WriteBits(uint64(s.Pos[2]-PosMin)|uint64(s.Rot)<<PosBits, PosBits+32)
 	if s.Vel == [3]int16{} {
-		a.put(w, 0, 1)
+		e.w.WriteBits(0, 1)
 	} else {
-		a.put(w, 1, 1)
-		for i := range 3 {
-			a.put(w, uint64(int32(s.Vel[i])-VelMin), VelBits)
-		}
+		e.w.WriteBits(1|
+			uint64(int32(s.Vel[0])-VelMin)<<1|
+			uint64(int32(s.Vel[1])-VelMin)<<(1+VelBits)|
+			uint64(int32(s.Vel[2])-VelMin)<<(1+2*VelBits), 1+3*VelBits)
 	}
-	a.flush(w)
 	return e.commit(m)
 }
 
@@ -217,38 +214,41 @@ func (e *SnapshotEncoder) Delta(id uint16, age uint32, base, cur *State) bool {
 		return false
 	}
 	m := e.w.Mark()
-	w := &e.w
+	// Fields are gathered in v (n bits) and written whenever the next field might not fit in 64
+	// bits; local words stay in registers, where per-field writes would not.
 	v, n := opID(OpDelta, id)
-	var a bitAcc
 	if age--; age < 16 {
-		a = bitAcc{v | uint64(age)<<(n+1), n + 5}
+		v, n = v|uint64(age)<<(n+1), n+5
 	} else {
-		a = bitAcc{v | (1|uint64(age)<<1)<<n, n + 11}
+		v, n = v|(1|uint64(age)<<1)<<n, n+11
 	}
 	if base.Pos == cur.Pos {
-		a.put(w, 0, 1)
+		n++ // '0': position unchanged
 	} else {
-		a.put(w, 1, 1)
-		for i := range 3 {
-			c, l := posCodes.code(uint64(Zigzag(cur.Pos[i] - base.Pos[i])))
-			a.put(w, c, l)
-		}
+		c, l := posCodes.code(uint64(Zigzag(cur.Pos[0] - base.Pos[0])))
+		v, n = v|(1|c<<1)<<n, n+1+l // 54 bits at most
+		e.w.WriteBits(v, n)
+		c, l = posCodes.code(uint64(Zigzag(cur.Pos[1] - base.Pos[1])))
+		c2, l2 := posCodes.code(uint64(Zigzag(cur.Pos[2] - base.Pos[2])))
+		v, n = c|c2<<(l&63), l+l2 // 46 bits at most
 	}
 	if base.Rot == cur.Rot {
-		a.put(w, 0, 1)
+		n++
 	} else {
-		writeRot(w, &a, base.Rot, cur.Rot)
+		e.w.WriteBits(v, n)
+		v, n = rotCode(base.Rot, cur.Rot)
 	}
 	if base.Vel == cur.Vel {
-		a.put(w, 0, 1)
+		n++
 	} else {
-		a.put(w, 1, 1)
+		e.w.WriteBits(v|1<<(n&63), n+1)
+		v, n = 0, 0
 		for i := range 3 {
 			c, l := velCodes.code(uint64(Zigzag(int32(cur.Vel[i]) - int32(base.Vel[i]))))
-			a.put(w, c, l)
+			v, n = v|c<<(n&63), n+l // 54 bits at most
 		}
 	}
-	a.flush(w)
+	e.w.WriteBits(v, n)
 	return e.commit(m)
 }
 
@@ -266,12 +266,12 @@ type codeTable [20]codeEntry
 
 func (t *codeTable) code(z uint64) (uint64, uint) {
 	e := &t[bits.Len64(z)]
-	return e.prefix | z<<e.shift, e.total
+	return e.prefix | z<<(e.shift&63), e.total
 }
 
 // newCodeTable builds a table for value widths: after the changed bit '1', width i is announced by i
 // '1's then a '0' (the last width by '1's alone).
-func newCodeTable(widths ...uint) *codeTable {
+func newCodeTable(widths ...uint) codeTable {
 	var t codeTable
 	t[0] = codeEntry{0, 0, 1}
 	length := 1
@@ -285,7 +285,7 @@ func newCodeTable(widths ...uint) *codeTable {
 			t[length] = codeEntry{pre, plen, plen + wd}
 		}
 	}
-	return &t
+	return t
 }
 
 // Value widths of the difference codes.
@@ -304,39 +304,31 @@ var (
 	velCodes = newCodeTable(velWidths[:]...)
 )
 
-// writeRot codes a rotation change: '1','1' and three component differences ('0'+3, '10'+6 or
-// '11'+11 bits each) when the dropped index is the same and that is smaller; else '1','0' and
-// the packed rotation. An unchanged rotation is a single '0', written by the caller.
-func writeRot(w *BitWriter, a *bitAcc, base, cur uint32) {
+// rotCode codes a changed rotation: '1','1' and three component differences ('0'+3, '10'+6 or
+// '11'+11 bits each) when the dropped index is the same and that is smaller; else '1','0' and the
+// packed rotation. At most 41 bits.
+func rotCode(base, cur uint32) (uint64, uint) {
 	const topShift = 3 * RotComponentBits
 	if base>>topShift == cur>>topShift {
-		var codes [3]uint64
-		var lens [3]uint
-		total := uint(0)
+		v, n := uint64(0b11), uint(2)
 		for i := range 3 {
 			shift := uint(2-i) * RotComponentBits
 			d := int32(cur>>shift&rotComponentMax) - int32(base>>shift&rotComponentMax)
 			z := uint64(Zigzag(d))
 			switch {
 			case z < 1<<3:
-				codes[i], lens[i] = z<<1, 4
+				v, n = v|z<<(n+1), n+4
 			case z < 1<<6:
-				codes[i], lens[i] = 0b01|z<<2, 8
+				v, n = v|(0b01|z<<2)<<n, n+8
 			default:
-				codes[i], lens[i] = 0b11|z<<2, 13
+				v, n = v|(0b11|z<<2)<<n, n+13
 			}
-			total += lens[i]
 		}
-		if total < 32 {
-			a.put(w, 0b11, 2)
-			for i := range 3 {
-				a.put(w, codes[i], lens[i])
-			}
-			return
+		if n < 34 {
+			return v, n
 		}
 	}
-	a.put(w, 0b01, 2)
-	a.put(w, uint64(cur), 32)
+	return 0b01 | uint64(cur)<<2, 34
 }
 
 // DecodeSnapshot decodes a SNAPSHOT packet into s, reusing s.Records.

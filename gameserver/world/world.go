@@ -150,6 +150,7 @@ type World struct {
 	pos        [][3]float32
 	target     [][3]float32
 	vel        [][3]float32
+	remain     []float32 // meters left to the waypoint
 	rot        []uint32
 	rest       []float32 // seconds left at rest; 0 when moving
 	life       []float32 // seconds left to live; +Inf for avatars and immortal entities
@@ -182,6 +183,7 @@ func New(cfg Config) (*World, error) {
 		pos:     make([][3]float32, n),
 		target:  make([][3]float32, n),
 		vel:     make([][3]float32, n),
+		remain:  make([]float32, n),
 		rot:     make([]uint32, n),
 		rest:    make([]float32, n),
 		life:    make([]float32, n),
@@ -250,11 +252,12 @@ func (w *World) move(s int, dt float32) {
 		w.rest[s] = 0
 		w.pickTarget(s)
 	}
-	if dist := w.heading(s); dist > w.kind[s].speed()*dt {
+	if step := w.kind[s].speed() * dt; w.remain[s] > step {
 		p := &w.pos[s]
 		for i := range 3 {
 			p[i] += w.vel[s][i] * dt
 		}
+		w.remain[s] -= step
 		return
 	}
 	w.pos[s] = w.target[s]
@@ -268,25 +271,23 @@ func (w *World) move(s int, dt float32) {
 		}
 	}
 	w.pickTarget(s)
-	// Head for the new waypoint at once, so the velocity replicated this tick is the one the
-	// entity moves with next tick.
-	w.heading(s)
 }
 
-// heading points the entity's velocity at its waypoint and returns the distance to it.
-func (w *World) heading(s int) float32 {
+// heading points the entity's velocity at its waypoint and sets the distance left to walk; the
+// entity then walks in a straight line without recomputing either.
+func (w *World) heading(s int) {
 	p, t := w.pos[s], w.target[s]
 	d := [3]float32{t[0] - p[0], t[1] - p[1], t[2] - p[2]}
 	dist := float32(math.Sqrt(float64(d[0]*d[0] + d[1]*d[1] + d[2]*d[2])))
+	w.remain[s] = dist
 	if dist == 0 {
 		w.vel[s] = [3]float32{}
-		return 0
+		return
 	}
 	speed := w.kind[s].speed()
 	for i := range 3 {
 		w.vel[s][i] = d[i] / dist * speed
 	}
-	return dist
 }
 
 // pickTarget chooses the next waypoint within WanderRadius and faces it.
@@ -308,12 +309,15 @@ func (w *World) pickTarget(s int) {
 	w.aim(s, t)
 }
 
+// aim faces the entity toward t and heads for it, so the velocity replicated this tick is the one
+// it moves with next tick.
 func (w *World) aim(s int, t [3]float32) {
 	w.target[s] = t
 	p := w.pos[s]
 	if dx, dy := t[0]-p[0], t[1]-p[1]; dx != 0 || dy != 0 {
 		w.rot[s] = protocol.YawRotation(math.Atan2(float64(dy), float64(dx)))
 	}
+	w.heading(s)
 }
 
 // quantize refreshes every live entity's replicated state, stamps the ones that changed, and
@@ -384,7 +388,6 @@ func (w *World) spawn(k Kind, p [3]float32) (ID, bool) {
 		}
 	}
 	w.pickTarget(int(s))
-	w.heading(int(s))
 	// The state is set now so a spawn between ticks is visible at once; changed marks it new.
 	w.states[s] = w.quantized(int(s))
 	w.meta[s].Changed = w.tick
