@@ -7,6 +7,7 @@ import "github.com/netfleet/netfleet/gameserver/protocol"
 // into a reused Frame allocates nothing once warm.
 type Frame struct {
 	tick     uint32
+	firstSeq uint16
 	buf      []byte
 	ends     []int
 	reset    []byte
@@ -42,6 +43,10 @@ func (f *Frame) Packet(i int) []byte {
 	return f.buf[start:f.ends[i]]
 }
 
+// Seq is the sequence number of packet i; a frame's packets are numbered consecutively. The tick
+// loop feeds it to the application-level loss estimator when the packet is sent.
+func (f *Frame) Seq(i int) uint16 { return f.firstSeq + uint16(i) }
+
 // Bytes is the total size of the frame's packets.
 func (f *Frame) Bytes() int {
 	if len(f.ends) == 0 {
@@ -50,6 +55,7 @@ func (f *Frame) Bytes() int {
 	return f.ends[len(f.ends)-1]
 }
 
-// ResetMessage returns the RESET message that must reach the client, reliably, before or with
-// the frame's packets; nil when the view was not reset.
+// ResetMessage returns the RESET message to send reliably along with the frame's packets; nil
+// when the view was not reset. The packets carry FlagReset too, so the order they arrive in does
+// not matter.
 func (f *Frame) ResetMessage() []byte { return f.reset }

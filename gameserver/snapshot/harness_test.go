@@ -128,6 +128,9 @@ func (h *harness) checkFrame(l *link) {
 			h.t.Fatalf("packet of %d bytes over MaxPacketBytes %d", len(p), h.cfg.MaxPacketBytes)
 		}
 		last := p[protocol.SnapshotHeaderBytes-1]&protocol.FlagLast != 0
+		if seq := uint16(p[9]) | uint16(p[10])<<8; seq != f.Seq(i) {
+			h.t.Fatalf("packet %d has sequence %d, Seq says %d", i, seq, f.Seq(i))
+		}
 		if last != (i == f.Packets()-1) {
 			h.t.Fatalf("packet %d of %d has FlagLast %v", i, f.Packets(), last)
 		}

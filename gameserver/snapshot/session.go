@@ -265,6 +265,7 @@ func (s *Session) BuildFrame(budget int, nowUnixMs int64, f *Frame) error {
 		return ErrTickBuilt
 	}
 	f.clear(tick)
+	f.firstSeq = s.nextSeq
 	var flags uint8
 	if s.resetPending {
 		s.resetPending = false

@@ -3,6 +3,7 @@ package snapshot
 import (
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 
 	"github.com/netfleet/netfleet/api/netcode"
@@ -386,4 +387,45 @@ func ExampleSession_BuildFrame() {
 	}
 	fmt.Println(f.Packets(), "packet(s),", s.Stats().Spawns, "spawns")
 	// Output: 1 packet(s), 28 spawns
+}
+
+// TestConcurrentSessions builds the sessions of one world in parallel between steps, as a tick
+// loop may; run with -race.
+func TestConcurrentSessions(t *testing.T) {
+	h := newHarness(t, busyWorld(16), testConfig())
+	for range 4 {
+		h.addLink(2400, 0, 1)
+	}
+	for range 30 {
+		h.w.Step(dt)
+		var wg sync.WaitGroup
+		for _, l := range h.links {
+			wg.Go(func() {
+				if err := l.sess.BuildFrame(l.budget, 0, l.frame); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+		for _, l := range h.links {
+			for i := range l.frame.Packets() {
+				if err := l.cl.HandleMessage(l.frame.Packet(i), 0); err != nil {
+					t.Fatal(err)
+				}
+			}
+			b, _ := l.cl.AppendAck(nil)
+			var a protocol.Ack
+			if err := protocol.DecodeAck(b, &a); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := l.sess.HandleAck(&a); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, l := range h.links {
+		if l.cl.Len() == 0 || l.sess.Stats().Deltas == 0 {
+			t.Fatalf("nothing replicated: %+v", l.sess.Stats())
+		}
+	}
 }
