@@ -37,7 +37,7 @@ func (p *Pool) Get() *Session {
 
 // Put returns a session to the pool; the session must not be used afterwards.
 func (p *Pool) Put(s *Session) {
-	s.Recycle()
 	s.cfg = p.cfg
+	s.Recycle()
 	p.free = append(p.free, s)
 }

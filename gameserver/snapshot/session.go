@@ -21,6 +21,10 @@ const (
 	pendingWeight = 4
 	// exitFactor: an entity leaves interest only beyond exitFactor * InterestRadius.
 	exitFactor = 1.1
+	// storeAge is the age, in ticks, at which a baseline is copied out of the world's history
+	// into the session. Baselines of moving entities are replaced sooner and never copied; a
+	// session can go unbuilt for the rest of the history (56 ticks by default) and keep them.
+	storeAge = 8
 )
 
 // Sizes of the fixed rings.
@@ -139,6 +143,7 @@ type Session struct {
 	lossScan  uint16
 
 	history      uint32 // the world's HistoryTicks
+	storeAge     uint32 // baselines this old are copied out of the world's history
 	lastBuild    uint32
 	lastUpdate   uint32
 	rtt          float32 // smoothed round trip, ticks
@@ -158,6 +163,7 @@ func NewSession(w *world.World, cfg Config) (*Session, error) {
 	s := &Session{
 		w:        w,
 		history:  uint32(w.Config().HistoryTicks),
+		storeAge: min(storeAge, uint32(w.Config().HistoryTicks)-2),
 		cfg:      cfg,
 		reps:     make([]replica, 0, initial),
 		bases:    make([]protocol.State, 0, initial),
@@ -398,9 +404,11 @@ func (s *Session) collect(tick uint32, update bool, fx, fy float32, focused bool
 				rep.baseTick, rep.clean, rep.baseSend, rep.baseStored = m.tick, m.tick, m.sendIdx, false
 			}
 		}
-		if rep.baseTick != 0 && !rep.baseStored && tick-rep.baseTick >= s.history-2 {
+		if rep.baseTick != 0 && !rep.baseStored && tick-rep.baseTick >= s.storeAge {
 			if st, ok := s.w.StateAt(slot, rep.baseTick); ok {
 				s.bases[i], rep.baseStored = *st, true
+			} else {
+				rep.baseTick = 0 // aged out while the session was not built: send full state
 			}
 		}
 		meta := s.w.Meta(slot)
@@ -585,12 +593,13 @@ func (s *Session) write(ri uint16, tick uint32) bool {
 	return true
 }
 
-// baseline is the state of replica ri's baseline.
+// baseline is the state of replica ri's baseline: collect keeps it in bases once it is storeAge
+// old, so a younger one is still in the world's history.
 func (s *Session) baseline(ri uint16) *protocol.State {
 	if s.reps[ri].baseStored {
 		return &s.bases[ri]
 	}
-	st, _ := s.w.StateAt(s.reps[ri].slot, s.reps[ri].baseTick) // within the history: see collect
+	st, _ := s.w.StateAt(s.reps[ri].slot, s.reps[ri].baseTick)
 	return st
 }
 

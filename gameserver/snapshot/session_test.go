@@ -429,3 +429,32 @@ func TestConcurrentSessions(t *testing.T) {
 		}
 	}
 }
+
+// TestSkippedSessionCatchesUp: a session that is not built for longer than the world's state
+// history (backpressure, rate lever) gets the union of what changed, and full state where its
+// baselines aged out, and converges.
+func TestSkippedSessionCatchesUp(t *testing.T) {
+	wcfg := busyWorld(17)
+	wcfg.HistoryTicks = 16
+	h := newHarness(t, wcfg, testConfig())
+	l := h.addLink(2400, 0, 2)
+	for range 60 {
+		h.tick(dt)
+	}
+	for range 40 { // skipped: the world moves on, nothing is built
+		h.w.Step(dt)
+	}
+	spawns := l.sess.Stats().Spawns
+	for range 10 {
+		h.tick(dt)
+	}
+	if l.sess.Stats().Spawns == spawns {
+		t.Fatal("no full state after baselines aged out")
+	}
+	for range 120 {
+		h.tick(0)
+	}
+	if d := h.diff(l); len(d) > 0 {
+		t.Fatalf("did not converge: %d problems, first %q", len(d), d[0])
+	}
+}
