@@ -47,7 +47,7 @@ generate: ## Generate deepcopy code.
 
 .PHONY: manifests
 manifests: ## Generate CRDs and RBAC into config/ and the chart.
-	$(CONTROLLER_GEN) crd rbac:roleName=netfleet-operator paths=./api/... paths=./controllers/... \
+	$(CONTROLLER_GEN) crd:generateEmbeddedObjectMeta=true rbac:roleName=netfleet-operator paths=./api/... paths=./controllers/... \
 		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
 	hack/sync-chart-crds.sh
 
