@@ -33,7 +33,8 @@
 //
 // Each packet's records are remembered as (entity, send count) in a fixed ring with the packet's
 // tick; the states themselves come from the world's state history, and a baseline is copied into
-// the session only when it is about to age out of that history (entities at rest). When the
+// the session only once it is 8 ticks old (entities at rest, long round trips), well before it
+// leaves that history, so a session can also go unbuilt for a while and keep it. When the
 // client acknowledges a packet (HandleAck), each entity in it whose recorded tick is newer than
 // its baseline takes that tick's state as its new baseline. Deltas name the baseline's tick, so a
 // client resolves them from its own history; when the baseline is older than MaxBaselineAge, or

@@ -149,7 +149,7 @@ func deliver(q []message, now uint32, fn func([]byte)) []message {
 	return kept
 }
 
-// converged reports how the link's client view differs from the world around its avatar: every
+// diff reports how the link's client view differs from the world around its avatar: every
 // entity within the interest radius must be in the view with the server's exact quantized state,
 // and every entity of the view must exist in the world, with that state, within the exit radius.
 func (h *harness) diff(l *link) []string {

@@ -48,10 +48,9 @@ var (
 // replica is what a session knows of one entity (one slot). Replicas are kept sorted by slot, so
 // the per-tick pass over them streams through memory.
 //
-// A baseline is named by its tick; its state is read from the world's state history while the
-// history still holds it, and copied into the session (bases) only when it is about to age out,
-// which happens to entities at rest. Moving entities, whose baselines advance every round trip,
-// so cost no copies.
+// A baseline is named by its tick; its state is read from the world's state history, and copied
+// into the session (bases) only once it is storeAge ticks old, which happens to entities at rest.
+// Moving entities, whose baselines advance every round trip, so cost no copies.
 type replica struct {
 	priority    float32
 	baseTick    uint32 // tick of the baseline; 0: the client has acknowledged no state

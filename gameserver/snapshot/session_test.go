@@ -33,18 +33,18 @@ func TestConvergence(t *testing.T) {
 	tests := []struct {
 		name                     string
 		budget, loss, maxDelay   int
-		statUpdateHz, packetSize int
+		stateUpdateHz, packetSize int
 	}{
 		{name: "unlimited, no loss", maxDelay: 1},
 		{name: "default budget, 10% loss", budget: 2400, loss: 100, maxDelay: 4},
 		{name: "small budget, 25% loss", budget: 600, loss: 250, maxDelay: 6},
 		{name: "tiny budget and packets, 5% loss", budget: 300, loss: 50, maxDelay: 3, packetSize: 256},
-		{name: "10 Hz state updates, 10% loss", budget: 2400, loss: 100, maxDelay: 4, statUpdateHz: 10},
+		{name: "10 Hz state updates, 10% loss", budget: 2400, loss: 100, maxDelay: 4, stateUpdateHz: 10},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := testConfig()
-			cfg.StateUpdateHz = tt.statUpdateHz
+			cfg.StateUpdateHz = tt.stateUpdateHz
 			if tt.packetSize != 0 {
 				cfg.MaxPacketBytes = tt.packetSize
 			}
