@@ -31,8 +31,8 @@ func busyWorld(seed uint64) world.Config {
 // its interest.
 func TestConvergence(t *testing.T) {
 	tests := []struct {
-		name                     string
-		budget, loss, maxDelay   int
+		name                      string
+		budget, loss, maxDelay    int
 		stateUpdateHz, packetSize int
 	}{
 		{name: "unlimited, no loss", maxDelay: 1},
