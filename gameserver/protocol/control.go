@@ -64,9 +64,6 @@ func (a *Ack) AddNeedFull(id uint16) bool {
 	return true
 }
 
-// ClearNeedFull empties NeedFull.
-func (a *Ack) ClearNeedFull() { a.nNeed = 0 }
-
 // AppendAck appends the encoded ACK to dst.
 func AppendAck(dst []byte, a *Ack) []byte {
 	var w BitWriter
