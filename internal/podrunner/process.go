@@ -131,6 +131,9 @@ func closeAll(fs ...*os.File) {
 	}
 }
 
+// logTimeFormat is RFC 3339 with a fixed-width fraction, so log columns line up.
+const logTimeFormat = "2006-01-02T15:04:05.000000Z07:00"
+
 // logWriter appends timestamped, stream-prefixed lines to a container's log file.
 type logWriter struct {
 	mu sync.Mutex
@@ -140,7 +143,7 @@ type logWriter struct {
 func (w *logWriter) line(stream, text string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	_, _ = fmt.Fprintf(w.f, "%s %s %s\n", time.Now().Format(time.RFC3339Nano), stream, text)
+	_, _ = fmt.Fprintf(w.f, "%s %s %s\n", time.Now().UTC().Format(logTimeFormat), stream, text)
 }
 
 // copyLines copies r to the log line by line; a line longer than the buffer is split.

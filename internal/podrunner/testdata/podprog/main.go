@@ -5,7 +5,7 @@
 //	/healthz  200, or 500 when $PODPROG_UNHEALTHY is set
 //	/exit     exits with the code given as ?code=N
 //
-// On start it writes {pid, args, env, childPid} as JSON to $PODPROG_OUT. With $PODPROG_IGNORE_TERM
+// On start it writes {pid, args, env, childPid} as JSON to $PODPROG_OUT, if set. With $PODPROG_IGNORE_TERM
 // set it ignores SIGTERM; with $PODPROG_CHILD set it starts a `sleep` child first.
 package main
 
@@ -72,8 +72,10 @@ func run() (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	if err := writeReport(os.Getenv("PODPROG_OUT"), rep); err != nil {
-		return 0, err
+	if out := os.Getenv("PODPROG_OUT"); out != "" {
+		if err := writeReport(out, rep); err != nil {
+			return 0, err
+		}
 	}
 	fmt.Println("podprog listening on", addr)
 
