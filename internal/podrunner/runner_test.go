@@ -601,16 +601,27 @@ func TestShutdownLeavesNoProcess(t *testing.T) {
 func TestAdoptsPodsOnItsNodes(t *testing.T) {
 	const ns = "adopt"
 	_, stop := startRunner(t, ns, nil)
-	out := filepath.Join(t.TempDir(), "report.json")
+	dir := t.TempDir()
+	out := filepath.Join(dir, "survivor.json")
 	key := createPod(t, testPod(ns, "survivor", out, podOpts{policy: corev1.RestartPolicyAlways}))
 	before := waitPod(t, key, "ready", isReady)
 	first := readReport(t, out, 0)
+	doomedOut := filepath.Join(dir, "doomed.json")
+	doomedKey := createPod(t, testPod(ns, "doomed", doomedOut, podOpts{policy: corev1.RestartPolicyAlways}))
+	doomed := waitPod(t, doomedKey, "ready", isReady)
+	doomedFirst := readReport(t, doomedOut, 0)
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
 	if alive(first.PID) {
 		t.Fatalf("process %d alive after the runner stopped", first.PID)
 	}
+	// Deleted while no runner serves its node, the Pod waits with a deletion timestamp; the next
+	// runner finishes the deletion without starting it again.
+	if err := k8s.Delete(context.Background(), doomed); err != nil {
+		t.Fatal(err)
+	}
+	waitPod(t, doomedKey, "terminating", func(p *corev1.Pod) bool { return p.DeletionTimestamp != nil })
 
 	startRunner(t, ns, nil)
 	after := waitPod(t, key, "ready again", func(p *corev1.Pod) bool {
@@ -624,5 +635,9 @@ func TestAdoptsPodsOnItsNodes(t *testing.T) {
 	}
 	if rep := readReport(t, out, first.PID); rep.PID == first.PID {
 		t.Error("no new process")
+	}
+	waitGone(t, doomedKey)
+	if rep := readReport(t, doomedOut, 0); rep.PID != doomedFirst.PID {
+		t.Errorf("the deleted pod was started again (pid %d)", rep.PID)
 	}
 }

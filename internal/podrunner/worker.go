@@ -189,6 +189,12 @@ func (w *worker) run(ctx context.Context) (deleted bool) {
 	w.admit(adopted, time.Now())
 
 	for {
+		if w.pod.DeletionTimestamp != nil {
+			w.log.Info("pod is being deleted; stopping its containers")
+			w.stopAll(w.grace(w.pod.DeletionGracePeriodSeconds))
+			w.deletePod(ctx)
+			return true
+		}
 		now := time.Now()
 		w.startDue(ctx, now)
 		w.reportAt = time.Time{}
@@ -215,12 +221,6 @@ func (w *worker) run(ctx context.Context) (deleted bool) {
 			}
 			if pod != nil {
 				w.pod = pod
-			}
-			if w.pod.DeletionTimestamp != nil {
-				w.log.Info("pod is being deleted; stopping its containers")
-				w.stopAll(w.grace(w.pod.DeletionGracePeriodSeconds))
-				w.deletePod(ctx)
-				return true
 			}
 		case ev := <-w.events:
 			w.handle(ctx, ev)
