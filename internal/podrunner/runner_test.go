@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -79,14 +80,23 @@ func testMain(m *testing.M) int {
 	return m.Run()
 }
 
-// startRunner runs a Runner for namespace ns (created here) until the returned stop is called or
+var namespaces atomic.Int32
+
+// namespace creates a namespace of its own for a test (repeated runs share the API server).
+func namespace(t *testing.T, base string) string {
+	t.Helper()
+	ns := fmt.Sprintf("%s-%d", base, namespaces.Add(1))
+	if err := k8s.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	return ns
+}
+
+// startRunner runs a Runner for namespace ns until the returned stop is called or
 // the test ends; stop returns Start's error.
 func startRunner(t *testing.T, ns string, tweak func(*Options)) (*Runner, func() error) {
 	t.Helper()
 	ctx := context.Background()
-	if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
 	opts := Options{
 		Images:       map[string]string{testImage: progPath},
 		Dir:          t.TempDir(),
@@ -300,7 +310,7 @@ func askExit(t *testing.T, pod *corev1.Pod, code int) {
 }
 
 func TestRunsPodWithResolvedEnvironment(t *testing.T) {
-	const ns = "env"
+	ns := namespace(t, "env")
 	r, _ := startRunner(t, ns, nil)
 	ctx := context.Background()
 	if err := k8s.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "admin-token", Namespace: ns},
@@ -400,7 +410,7 @@ func TestRunsPodWithResolvedEnvironment(t *testing.T) {
 }
 
 func TestRestartPolicies(t *testing.T) {
-	const ns = "restarts"
+	ns := namespace(t, "restarts")
 	startRunner(t, ns, nil)
 	for _, tc := range []struct {
 		name   string
@@ -450,7 +460,7 @@ func TestRestartPolicies(t *testing.T) {
 }
 
 func TestLivenessProbeFailureRestartsContainer(t *testing.T) {
-	const ns = "liveness"
+	ns := namespace(t, "liveness")
 	startRunner(t, ns, nil)
 	out := filepath.Join(t.TempDir(), "report.json")
 	key := createPod(t, testPod(ns, "unhealthy", out, podOpts{
@@ -474,7 +484,7 @@ func TestLivenessProbeFailureRestartsContainer(t *testing.T) {
 }
 
 func TestDeletePodStopsItsProcesses(t *testing.T) {
-	const ns = "delete"
+	ns := namespace(t, "delete")
 	startRunner(t, ns, func(o *Options) { o.MaxGracePeriod = 2 * time.Second })
 	for _, tc := range []struct {
 		name string
@@ -504,7 +514,7 @@ func TestDeletePodStopsItsProcesses(t *testing.T) {
 }
 
 func TestWaitsForMissingSecret(t *testing.T) {
-	const ns = "config"
+	ns := namespace(t, "config")
 	startRunner(t, ns, nil)
 	out := filepath.Join(t.TempDir(), "report.json")
 	key := createPod(t, testPod(ns, "needs-secret", out, podOpts{
@@ -528,7 +538,7 @@ func TestWaitsForMissingSecret(t *testing.T) {
 }
 
 func TestLeavesOtherPodsAndRejectsUnsupported(t *testing.T) {
-	const ns = "admission"
+	ns := namespace(t, "admission")
 	startRunner(t, ns, nil)
 	dir := t.TempDir()
 	foreign := createPod(t, testPod(ns, "foreign", filepath.Join(dir, "foreign.json"), podOpts{
@@ -563,7 +573,7 @@ func TestLeavesOtherPodsAndRejectsUnsupported(t *testing.T) {
 }
 
 func TestShutdownLeavesNoProcess(t *testing.T) {
-	const ns = "shutdown"
+	ns := namespace(t, "shutdown")
 	_, stop := startRunner(t, ns, func(o *Options) { o.MaxGracePeriod = time.Second })
 	var pids []int
 	for _, tc := range []struct {
@@ -599,7 +609,7 @@ func TestShutdownLeavesNoProcess(t *testing.T) {
 }
 
 func TestAdoptsPodsOnItsNodes(t *testing.T) {
-	const ns = "adopt"
+	ns := namespace(t, "adopt")
 	_, stop := startRunner(t, ns, nil)
 	dir := t.TempDir()
 	out := filepath.Join(dir, "survivor.json")
