@@ -15,8 +15,10 @@ import (
 // The game's ENet channels.
 const (
 	channelCount = 2
-	// channelData carries SNAPSHOTs one way and ACK, PING and COMMAND the other, unreliably.
+	// channelData carries SNAPSHOTs to the client, and its ACKs and PINGs back, unreliably.
 	channelData = 0
+	// channelReliable carries RESETs to the client and its COMMANDs back, reliably and in order.
+	channelReliable = 1
 )
 
 const (
@@ -45,6 +47,7 @@ type bot struct {
 	cl       *client.Client
 	out      []byte
 	payload  []byte
+	command  func(r *rand.Rand, dst []byte) []byte
 	last     client.Stats
 	lastTick uint32
 	lastSeq  uint16
@@ -75,7 +78,8 @@ func newBot(id int, class string, target netip.AddrPort, host *enet.Host, cfg *C
 		rng:     rand.New(rand.NewPCG(cfg.Seed, uint64(id))),
 		cl:      client.New(),
 		out:     make([]byte, 0, 512),
-		payload: make([]byte, cfg.CommandBytes),
+		payload: make([]byte, 0, protocol.MaxCommandPayload),
+		command: cfg.Command,
 		rec: record{
 			state:       StateConnecting,
 			connectedAt: -1,
@@ -134,7 +138,9 @@ func (b *bot) run(ctx context.Context, cfg *Config, start, connectAt, end time.T
 		ok, err := b.host.Service(&ev, min(max(wake.Sub(now), 0), maxWait))
 		now = time.Now()
 		b.mu.Lock()
-		for ; ok && err == nil; ok, err = b.host.Service(&ev, 0) {
+		// One Service reads every datagram waiting on the socket; the events they hold beyond
+		// the first come from CheckEvents without more socket I/O.
+		for ; ok && err == nil; ok, err = b.host.CheckEvents(&ev) {
 			switch ev.Type {
 			case enet.EventConnect:
 				connected = true
@@ -237,43 +243,43 @@ func seqStep(last, seq uint16) (lost int, late, resync bool) {
 	}
 }
 
-// send sends the ACK due after receipts, a PING every PingIntervalMs and COMMANDs at their
-// rate; b.mu is held.
+// send queues the ACK due after receipts, a PING every PingIntervalMs and COMMANDs at their
+// rate; b.mu is held. The bot's next Service call, which follows at once, sends them before it
+// waits.
 func (b *bot) send(now time.Time, nextPing, nextCmd *time.Time, cmdInterval time.Duration) {
-	sent := false
 	if b.cl.AckDue() {
 		var ok bool
 		if b.out, ok = b.cl.AppendAck(b.out[:0]); ok {
 			b.transmit(b.out, &b.rec.totals.AcksSent)
-			sent = true
 		}
 	}
 	if !now.Before(*nextPing) {
 		b.out = b.cl.AppendPing(b.out[:0], now.UnixMilli())
 		b.transmit(b.out, &b.rec.totals.PingsSent)
 		*nextPing = nextDue(*nextPing, now, client.PingIntervalMs*time.Millisecond)
-		sent = true
 	}
 	if cmdInterval > 0 && !now.Before(*nextCmd) {
-		for i := range b.payload {
-			b.payload[i] = byte(b.rng.Uint32())
-		}
+		b.payload = b.command(b.rng, b.payload[:0])
 		var err error
 		if b.out, err = b.cl.AppendCommand(b.out[:0], b.payload); err == nil {
-			b.transmit(b.out, &b.rec.totals.CommandsSent)
-			sent = true
+			b.transmitReliable(b.out, &b.rec.totals.CommandsSent)
 		} else {
 			b.rec.totals.SendErrors++
 		}
 		*nextCmd = nextDue(*nextCmd, now, cmdInterval)
 	}
-	if sent {
-		b.host.Flush()
-	}
 }
 
 func (b *bot) transmit(msg []byte, counter *uint64) {
-	if err := b.peer.Send(channelData, msg, enet.Unreliable); err != nil {
+	b.sendOn(channelData, msg, enet.Unreliable, counter)
+}
+
+func (b *bot) transmitReliable(msg []byte, counter *uint64) {
+	b.sendOn(channelReliable, msg, enet.Reliable, counter)
+}
+
+func (b *bot) sendOn(channel uint8, msg []byte, flags enet.PacketFlags, counter *uint64) {
+	if err := b.peer.Send(channel, msg, flags); err != nil {
 		b.rec.totals.SendErrors++
 		return
 	}

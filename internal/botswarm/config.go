@@ -3,6 +3,7 @@ package botswarm
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/netip"
 	"strconv"
 	"strings"
@@ -143,7 +144,11 @@ type Config struct {
 	ConnectTimeout time.Duration
 	// CommandsHz is the rate of COMMAND messages each connected bot sends; 0 sends none.
 	CommandsHz float64
-	// CommandBytes is the size of a COMMAND payload; DefaultCommandBytes if 0.
+	// Command appends one COMMAND payload (game input, at most protocol.MaxCommandPayload bytes)
+	// to dst, drawing any randomness from r, the bot's own seeded generator. If nil, payloads are
+	// CommandBytes random bytes.
+	Command func(r *rand.Rand, dst []byte) []byte
+	// CommandBytes is the size of a random COMMAND payload; DefaultCommandBytes if 0.
 	CommandBytes int
 	// Seed seeds the COMMAND payloads and the phase of each bot's PING and COMMAND clocks.
 	Seed uint64
@@ -219,6 +224,15 @@ func (c *Config) withDefaults() Config {
 	}
 	if d.CommandBytes == 0 {
 		d.CommandBytes = DefaultCommandBytes
+	}
+	if d.Command == nil {
+		n := d.CommandBytes
+		d.Command = func(r *rand.Rand, dst []byte) []byte {
+			for range n {
+				dst = append(dst, byte(r.Uint32()))
+			}
+			return dst
+		}
 	}
 	return d
 }

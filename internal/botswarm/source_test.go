@@ -2,7 +2,9 @@ package botswarm
 
 import (
 	"net/netip"
+	"runtime"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -36,7 +38,11 @@ type source struct {
 	mu    sync.Mutex
 	peers map[enet.Peer]*sourcePeer
 	gone  []*sourcePeer
+	cpu   time.Duration // the source thread's CPU time, once it stopped
 }
+
+// rusageThread is Linux's RUSAGE_THREAD.
+const rusageThread = 1
 
 // sourcePeer is what a source sent one peer and received from it.
 type sourcePeer struct {
@@ -50,6 +56,7 @@ type sourcePeer struct {
 	lastAcked   uint16
 	pings       int
 	commands    int
+	cmdSizes    map[int]int // COMMAND payload sizes seen
 	bad         int
 	closed      bool
 }
@@ -99,6 +106,16 @@ func (s *source) all() []sourcePeer {
 
 func (s *source) run() {
 	defer close(s.done)
+	// The source keeps its own thread so benchmarks can tell its CPU time from the bots'.
+	runtime.LockOSThread()
+	defer func() {
+		var ru syscall.Rusage
+		if syscall.Getrusage(rusageThread, &ru) == nil {
+			s.mu.Lock()
+			s.cpu = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+			s.mu.Unlock()
+		}
+	}()
 	var ev enet.Event
 	defer ev.Packet.Destroy()
 	var tick uint32
@@ -138,7 +155,7 @@ func (s *source) event(ev *enet.Event) {
 	defer s.mu.Unlock()
 	switch ev.Type {
 	case enet.EventConnect:
-		s.peers[ev.Peer] = &sourcePeer{connectedAt: time.Now()}
+		s.peers[ev.Peer] = &sourcePeer{connectedAt: time.Now(), cmdSizes: map[int]int{}}
 	case enet.EventDisconnect:
 		if p := s.peers[ev.Peer]; p != nil {
 			p.closed = true
@@ -179,6 +196,7 @@ func (s *source) event(ev *enet.Event) {
 				return
 			}
 			p.commands++
+			p.cmdSizes[len(c.Payload)]++
 		default:
 			p.bad++
 		}

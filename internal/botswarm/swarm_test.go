@@ -2,6 +2,7 @@ package botswarm
 
 import (
 	"context"
+	"math/rand/v2"
 	"net/netip"
 	"testing"
 	"time"
@@ -36,9 +37,15 @@ func TestSwarmMeasuresSource(t *testing.T) {
 		packetsPerFrame int
 		records         int
 		commandsHz      float64
+		command         func(*rand.Rand, []byte) []byte
+		commandBytes    int
 	}{
-		{name: "one packet per frame", hz: 30, packetsPerFrame: 1, records: 8, commandsHz: 0},
-		{name: "three packets per frame with commands", hz: 20, packetsPerFrame: 3, records: 20, commandsHz: 10},
+		{name: "one packet per frame", hz: 30, packetsPerFrame: 1, records: 8},
+		{name: "three packets per frame with random commands", hz: 20, packetsPerFrame: 3, records: 20, commandsHz: 10, commandBytes: DefaultCommandBytes},
+		{
+			name: "game commands", hz: 30, packetsPerFrame: 1, records: 8, commandsHz: 30, commandBytes: 3,
+			command: func(r *rand.Rand, dst []byte) []byte { return append(dst, 1, byte(r.Uint32()), 2) },
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -51,6 +58,7 @@ func TestSwarmMeasuresSource(t *testing.T) {
 				Classes:    []Class{{Name: "direct", Count: bots}},
 				Duration:   4 * time.Second,
 				CommandsHz: tc.commandsHz,
+				Command:    tc.command,
 				Seed:       7,
 			})
 			sent := src.all()
@@ -73,6 +81,9 @@ func TestSwarmMeasuresSource(t *testing.T) {
 				}
 				if tc.commandsHz > 0 && (p.commands < 5 || float64(p.commands) > 4*tc.commandsHz+1) {
 					t.Errorf("source got %d COMMANDs at %v Hz over 4 s", p.commands, tc.commandsHz)
+				}
+				if p.cmdSizes[tc.commandBytes] != p.commands {
+					t.Errorf("COMMAND payload sizes %v, want all %d bytes", p.cmdSizes, tc.commandBytes)
 				}
 				if tc.commandsHz == 0 && p.commands != 0 {
 					t.Errorf("source got %d COMMANDs with commands off", p.commands)
