@@ -149,6 +149,8 @@ func (r *GameServerReconciler) reconcileConfig(ctx context.Context, gs *v1alpha1
 		configPropagation.Observe(time.Since(memo.seenAt).Seconds())
 		memo.timing = false
 	}
+	// An event marks the condition turning True; each later generation shows in the status only,
+	// so that an edit of a large fleet costs one write per server.
 	if r.setConfigCondition(gs, metav1.ConditionTrue, v1alpha1.ReasonApplied, fmt.Sprintf("the server runs generation %d", gen)) {
 		r.recorder.Eventf(gs, pod, corev1.EventTypeNormal, "ConfigApplied", "PushConfig", "the server runs generation %d (hash %s)", gen, hash)
 	}
@@ -173,7 +175,10 @@ func (r *GameServerReconciler) configFailed(ctx context.Context, gs *v1alpha1.Ga
 	switch pe.Reason {
 	case pushErrRefused:
 		memo.refusedGen, memo.refusedHash, memo.refusedRestarts = gs.Generation, gs.Spec.Netcode.Hash(), restarts
-		if r.setConfigCondition(gs, metav1.ConditionFalse, v1alpha1.ReasonRefused, "the server refused the config: "+msg) {
+		// Every refused generation gets its event: each is a config someone has to fix.
+		prev := meta.FindStatusCondition(gs.Status.Conditions, v1alpha1.ConditionConfigApplied)
+		fresh := prev == nil || prev.Reason != v1alpha1.ReasonRefused || prev.ObservedGeneration != gs.Generation
+		if r.setConfigCondition(gs, metav1.ConditionFalse, v1alpha1.ReasonRefused, "the server refused the config: "+msg) || fresh {
 			r.recorder.Eventf(gs, nil, corev1.EventTypeWarning, "ConfigRefused", "PushConfig", "the server refused generation %d: %s", gs.Generation, truncate(msg))
 		}
 		return 0
@@ -194,7 +199,7 @@ func (r *GameServerReconciler) configFailed(ctx context.Context, gs *v1alpha1.Ga
 // setConfigCondition sets ConfigApplied and reports whether its status or reason changed.
 func (r *GameServerReconciler) setConfigCondition(gs *v1alpha1.GameServer, status metav1.ConditionStatus, reason, msg string) bool {
 	prev := meta.FindStatusCondition(gs.Status.Conditions, v1alpha1.ConditionConfigApplied)
-	changed := prev == nil || prev.Status != status || prev.Reason != reason || prev.ObservedGeneration != gs.Generation
+	changed := prev == nil || prev.Status != status || prev.Reason != reason
 	meta.SetStatusCondition(&gs.Status.Conditions, metav1.Condition{
 		Type: v1alpha1.ConditionConfigApplied, Status: status, Reason: reason,
 		Message: truncate(msg), ObservedGeneration: gs.Generation,

@@ -37,6 +37,8 @@ var (
 	kube        *kubelet
 	operator    *GameServerReconciler
 	operatorLog syncBuffer
+	// suiteCtx ends before the API server stops; watches the tests open use it.
+	suiteCtx context.Context
 )
 
 const (
@@ -79,6 +81,7 @@ func runTests(m *testing.M) int {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	suiteCtx = ctx
 	stop, err := startOperator(ctx)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
