@@ -1,0 +1,238 @@
+package broadcast
+
+import (
+	"context"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/netfleet/netfleet/gameserver/client"
+	"github.com/netfleet/netfleet/gameserver/enet"
+	"github.com/netfleet/netfleet/gameserver/world"
+)
+
+// testDeadline bounds every wait on the network: a hang guard generous enough for a loaded
+// two-core machine, not a speed assertion.
+const testDeadline = 30 * time.Second
+
+var loopback = netip.MustParseAddrPort("127.0.0.1:0")
+
+// bot is a well-behaved test client: a real ENet client host and the protocol client, acking what
+// it receives and pinging at 4 Hz like a real client.
+type bot struct {
+	host    *enet.Host
+	peer    enet.Peer
+	cl      *client.Client
+	ev      enet.Event
+	buf     []byte
+	paused  bool // stops servicing its host, as a client that stops reading
+	noPing  bool // services its host but never pings
+	up      bool // connected
+	down    bool // disconnected
+	code    uint32
+	recvErr int
+	data    uint32
+}
+
+// newBot connects a bot to server; data is its connect data, which the server keeps per session.
+func newBot(tb testing.TB, server netip.AddrPort, data uint32) *bot {
+	tb.Helper()
+	h, err := enet.NewHost(enet.Config{Peers: 1, Channels: Channels})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(h.Destroy)
+	p, err := h.Connect(server, Channels, data)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return &bot{host: h, peer: p, cl: client.New(), buf: make([]byte, 0, 256), data: data}
+}
+
+// service handles every event waiting on the bot's host, then acks and pings.
+func (bt *bot) service(tb testing.TB, nowMs int64) {
+	if bt.paused || bt.down {
+		return
+	}
+	for {
+		ok, err := bt.host.Service(&bt.ev, 0)
+		if err != nil {
+			tb.Fatalf("bot service: %v", err)
+		}
+		if !ok {
+			break
+		}
+		switch bt.ev.Type {
+		case enet.EventConnect:
+			bt.up = true
+		case enet.EventDisconnect:
+			bt.down, bt.code = true, bt.ev.Data
+			return
+		case enet.EventReceive:
+			if bt.cl.HandleMessage(bt.ev.Packet.Bytes(), nowMs) != nil {
+				bt.recvErr++
+			}
+		}
+	}
+	if !bt.up {
+		return
+	}
+	if bt.cl.AckDue() {
+		if b, ok := bt.cl.AppendAck(bt.buf[:0]); ok {
+			bt.send(tb, b, enet.Unreliable)
+		}
+	}
+	if !bt.noPing && bt.cl.PingDue(nowMs) {
+		bt.send(tb, bt.cl.AppendPing(bt.buf[:0], nowMs), enet.Unreliable)
+	}
+}
+
+func (bt *bot) send(tb testing.TB, b []byte, flags enet.PacketFlags) {
+	if err := bt.peer.Send(ChannelSnapshot, b, flags); err != nil && bt.up && !bt.down {
+		tb.Fatalf("bot send: %v", err)
+	}
+}
+
+// swarm services a set of bots from one goroutine.
+type swarm []*bot
+
+func (s swarm) service(tb testing.TB) {
+	now := time.Now().UnixMilli()
+	for _, bt := range s {
+		bt.service(tb, now)
+	}
+}
+
+// until services the bots until cond holds, failing the test at the deadline.
+func (s swarm) until(tb testing.TB, what string, cond func() bool) {
+	tb.Helper()
+	deadline := time.Now().Add(testDeadline)
+	for !cond() {
+		if time.Now().After(deadline) {
+			tb.Fatalf("%s: not reached within %s", what, testDeadline)
+		}
+		s.service(tb)
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// runFor services the bots for d.
+func (s swarm) runFor(tb testing.TB, d time.Duration) {
+	end := time.Now().Add(d)
+	s.until(tb, "run", func() bool { return time.Now().After(end) })
+}
+
+func (s swarm) allUp() bool {
+	for _, bt := range s {
+		if !bt.up || bt.down {
+			return false
+		}
+	}
+	return true
+}
+
+// startServer creates a broadcaster on loopback and runs its tick loop until the test ends.
+func startServer(tb testing.TB, opts Options) *Broadcaster {
+	tb.Helper()
+	opts.Address = loopback
+	if opts.World.Seed == 0 {
+		opts.World.Seed = 7
+	}
+	b, err := New(opts)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- b.Run() }()
+	tb.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := b.Stop(ctx); err != nil {
+			tb.Errorf("stop: %v", err)
+		}
+		if err := <-errc; err != nil {
+			tb.Errorf("run: %v", err)
+		}
+	})
+	return b
+}
+
+// inLoop runs fn on the tick loop between two ticks.
+func inLoop(tb testing.TB, b *Broadcaster, fn func()) {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), testDeadline)
+	defer cancel()
+	if err := b.call(ctx, fn); err != nil {
+		tb.Fatalf("call on the tick loop: %v", err)
+	}
+}
+
+// viewProblems compares a client's view with the world around a session's focus: every entity
+// within the radius must be in the view with the server's exact quantized state, and every entity
+// of the view must be alive within the exit radius (the radius plus the 10% hysteresis) with that
+// state. It runs on the tick loop.
+func viewProblems(w *world.World, focus world.ID, radius float32, view map[uint16]client.Entity) int {
+	x, y, _, ok := w.Position(focus)
+	if !ok {
+		return 1
+	}
+	problems := 0
+	for _, hit := range w.Query(x, y, radius, nil) {
+		e, ok := view[hit.Slot]
+		if !ok || e.State != *w.State(hit.Slot) || e.Kind != uint8(w.KindOf(hit.Slot)) {
+			problems++
+		}
+	}
+	inExit := map[uint16]bool{}
+	for _, hit := range w.Query(x, y, radius*1.1, nil) {
+		inExit[hit.Slot] = true
+	}
+	for id, e := range view {
+		if !inExit[id] || e.State != *w.State(id) {
+			problems++
+		}
+	}
+	return problems
+}
+
+// views copies every bot's view.
+func (s swarm) views() []map[uint16]client.Entity {
+	out := make([]map[uint16]client.Entity, len(s))
+	for i, bt := range s {
+		out[i] = map[uint16]client.Entity{}
+		bt.cl.Range(func(e client.Entity) bool {
+			out[i][e.ID] = e
+			return true
+		})
+	}
+	return out
+}
+
+// mismatches counts, over every bot, how its view differs from the world around its own
+// session's focus (bots and sessions are matched by connect data).
+func mismatches(tb testing.TB, b *Broadcaster, s swarm) int {
+	views := s.views()
+	n := 0
+	inLoop(tb, b, func() {
+		for i, bt := range s {
+			found := false
+			for slot, ss := range b.sessions {
+				if ss.Active() && b.connData[slot] == bt.data {
+					n += viewProblems(b.world, ss.Focus(), ss.InterestRadius(), views[i])
+					found = true
+				}
+			}
+			if !found {
+				n++
+			}
+		}
+	})
+	return n
+}
+
+func i32(v int32) *int32 { return &v }
+
+// smallWorld is a world small enough that every session sees a few dozen entities.
+func smallWorld(population int) world.Config {
+	return world.Config{Population: population, HalfExtent: 300, RestMinSec: 0.5, RestMaxSec: 2}
+}

@@ -1,0 +1,497 @@
+package broadcast
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"sync/atomic"
+	"time"
+
+	"github.com/netfleet/netfleet/api/netcode"
+	"github.com/netfleet/netfleet/gameserver/enet"
+	"github.com/netfleet/netfleet/gameserver/protocol"
+	"github.com/netfleet/netfleet/gameserver/session"
+	"github.com/netfleet/netfleet/gameserver/snapshot"
+	"github.com/netfleet/netfleet/gameserver/world"
+)
+
+// Transport constants.
+const (
+	// ChannelSnapshot carries SNAPSHOT packets, unreliable and sequenced.
+	ChannelSnapshot = 0
+	// ChannelReliable carries RESET messages, reliable and ordered.
+	ChannelReliable = 1
+	// Channels is the channel count of the server's host; clients connect with as many.
+	Channels = 2
+
+	// PingInterval is how often ENet pings each peer, which keeps its RTT fresh whatever the
+	// snapshot cadence.
+	PingInterval = 250 * time.Millisecond
+
+	// enetDefaultRTT is what ENet reports before a peer's first acknowledgement, with a zero
+	// variance, which no measured RTT has; it is not fed to the controller.
+	enetDefaultRTT = 500 * time.Millisecond
+
+	// enetThrottleInterval is ENet's default throttle interval, kept when its unreliable throttle
+	// is pinned open.
+	enetThrottleInterval = 5 * time.Second
+
+	// maxTransportPacketBytes is the transport's packet-size limit: ENet applies one limit to
+	// both directions, and every snapshot packet (at most the largest budget.maxPacketBytes the
+	// config allows) must fit it. Inbound messages are held to memory.maxInboundMessageBytes by
+	// the session.
+	maxTransportPacketBytes = 1380
+
+	// shutdownWait bounds how long Stop waits for peers to acknowledge their disconnect when its
+	// context has no earlier deadline.
+	shutdownWait = 2 * time.Second
+)
+
+// Options configure a Broadcaster.
+type Options struct {
+	// Address is the UDP address of the game port; port 0 picks a free port (see Address).
+	Address netip.AddrPort
+	// MaxPeers is the number of peer slots. Default 256.
+	MaxPeers int
+	// World configures the demo world. Capacity 0 sizes it to Population plus one avatar per
+	// peer slot.
+	World world.Config
+	// Frozen steps the world without simulating it: nothing moves, spawns or despawns but the
+	// avatars of connecting peers. For idle-world measurements.
+	Frozen bool
+	// InterestRadius is the full-detail interest radius in meters. Default 250.
+	InterestRadius float32
+	// Netcode is the config the server starts with; absent fields take their defaults.
+	Netcode netcode.NetcodeConfig
+	// Logger receives lifecycle records; per-peer events are logged at debug level. nil
+	// discards them.
+	Logger *slog.Logger
+	// OnTick, if set, is called on the tick goroutine after every tick. It must not block, and
+	// should not allocate, since it runs on the hot path.
+	OnTick func(TickStats)
+}
+
+// TickStats describe one tick.
+type TickStats struct {
+	// Tick is the number of ticks run, this one included.
+	Tick uint64
+	// Work is the time the tick took, from its start to its flush; Late is how far after its
+	// deadline it started.
+	Work, Late time.Duration
+	// Peers is the number of connected peers.
+	Peers int
+}
+
+// Broadcaster is a game server's tick loop: it owns the ENet host, the world and every peer's
+// session. Create it with New, run it with Run on a goroutine of its own, and end it with Stop.
+// Apply, Peers, PeerStats and Tick may be called from any goroutine; Apply, Peers and PeerStats
+// are served by the tick loop between two ticks.
+type Broadcaster struct {
+	log    *slog.Logger
+	onTick func(TickStats)
+	frozen bool
+
+	host     *enet.Host
+	world    *world.World
+	radius   float32
+	cfg      netcode.NetcodeConfig // running, defaulted
+	scfg     session.Config
+	period   time.Duration
+	sessions []*session.Session // by peer slot
+	peers    []enet.Peer        // by peer slot, valid while the session is active
+	connData []uint32           // by peer slot: the data the peer connected with
+	live     int
+	snaps    *snapshot.Pool
+	frames   *session.FramePool
+	ev       enet.Event
+	input    func([]byte) // applies one COMMAND payload to inputFor
+	inputFor world.ID
+
+	reqs    chan request
+	stopReq chan context.Context
+	done    chan struct{}
+	running atomic.Bool
+	ticks   atomic.Uint64
+	current atomic.Pointer[netcode.NetcodeConfig] // b.cfg, for readers off the tick loop
+	clock   time.Time                             // monotonic origin of Now.Nanos
+	created transportLimits
+}
+
+// transportLimits are the limits the ENet host was created with; ENet cannot change them live.
+type transportLimits struct {
+	maxPacket, maxWaiting int
+}
+
+// request is work for the tick loop between two ticks.
+type request struct {
+	fn   func()
+	done chan struct{}
+}
+
+// New creates the server: the ENet host bound to opts.Address, the world and the pools. Nothing
+// runs until Run.
+func New(opts Options) (*Broadcaster, error) {
+	if err := opts.Netcode.Validate(); err != nil {
+		return nil, fmt.Errorf("broadcast: initial config: %w", err)
+	}
+	if opts.MaxPeers == 0 {
+		opts.MaxPeers = 256
+	}
+	if opts.MaxPeers < 1 || opts.MaxPeers > enet.MaxPeers {
+		return nil, fmt.Errorf("broadcast: MaxPeers %d not in [1, %d]", opts.MaxPeers, enet.MaxPeers)
+	}
+	if opts.InterestRadius == 0 {
+		opts.InterestRadius = 250
+	}
+	if opts.World.Capacity == 0 {
+		opts.World.Capacity = min(opts.World.Population+opts.MaxPeers, protocol.MaxEntities)
+	}
+	cfg := opts.Netcode.Default()
+	scfg, err := session.NewConfig(cfg, opts.InterestRadius)
+	if err != nil {
+		return nil, fmt.Errorf("broadcast: %w", err)
+	}
+	w, err := world.New(opts.World)
+	if err != nil {
+		return nil, fmt.Errorf("broadcast: %w", err)
+	}
+	snaps, err := snapshot.NewPool(w, scfg.Snapshot, 0)
+	if err != nil {
+		return nil, fmt.Errorf("broadcast: %w", err)
+	}
+	limits := transportLimits{
+		maxPacket:  max(int(cfg.Memory.MaxInboundMessageBytes), maxTransportPacketBytes),
+		maxWaiting: int(cfg.Memory.MaxParkedBytesPerConnection),
+	}
+	host, err := enet.NewHost(enet.Config{
+		Address:            opts.Address,
+		Peers:              opts.MaxPeers,
+		Channels:           Channels,
+		MaximumPacketSize:  limits.maxPacket,
+		MaximumWaitingData: limits.maxWaiting,
+		ConnectRate: enet.ConnectRate{
+			PerSecond: float64(cfg.Ingress.ConnectsPerSecondPerHost),
+			Burst:     int(cfg.Ingress.ConnectBurstPerHost),
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("broadcast: %w", err)
+	}
+	b := &Broadcaster{
+		log:      opts.Logger,
+		onTick:   opts.OnTick,
+		frozen:   opts.Frozen,
+		host:     host,
+		world:    w,
+		radius:   opts.InterestRadius,
+		cfg:      cfg,
+		scfg:     scfg,
+		period:   time.Second / time.Duration(cfg.TickRateHz),
+		sessions: make([]*session.Session, opts.MaxPeers),
+		peers:    make([]enet.Peer, opts.MaxPeers),
+		connData: make([]uint32, opts.MaxPeers),
+		snaps:    snaps,
+		frames:   session.NewFramePool(cfg.Memory.FramePoolBudgetBytes, int(cfg.Backpressure.FrameBytes)),
+		reqs:     make(chan request),
+		stopReq:  make(chan context.Context),
+		done:     make(chan struct{}),
+		clock:    time.Now(),
+		created:  limits,
+	}
+	if b.log == nil {
+		b.log = slog.New(slog.DiscardHandler)
+	}
+	for i := range b.sessions {
+		b.sessions[i] = session.New(scfg, b.frames)
+	}
+	b.current.Store(cfg.DeepCopy())
+	b.input = b.applyInput
+	return b, nil
+}
+
+// Address is the bound UDP address of the game port.
+func (b *Broadcaster) Address() netip.AddrPort { return b.host.Address() }
+
+// Tick returns the number of ticks run so far.
+func (b *Broadcaster) Tick() uint64 { return b.ticks.Load() }
+
+// Config returns the netcode config running now, defaulted.
+func (b *Broadcaster) Config() netcode.NetcodeConfig { return *b.current.Load().DeepCopy() }
+
+// errNotRunning is returned by calls that need the tick loop when it does not run.
+var errNotRunning = errors.New("broadcast: the tick loop is not running")
+
+// call runs fn on the tick loop between two ticks and waits for it. It fails with ctx.Err() if
+// ctx ends before the loop takes fn (fn then never runs), and with errNotRunning if the loop is
+// not running.
+func (b *Broadcaster) call(ctx context.Context, fn func()) error {
+	if !b.running.Load() {
+		return errNotRunning
+	}
+	r := request{fn: fn, done: make(chan struct{})}
+	select {
+	case b.reqs <- r:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-b.done:
+		return errNotRunning
+	}
+	<-r.done
+	return nil
+}
+
+// Run runs the tick loop on the calling goroutine until Stop, then disconnects every peer with
+// protocol.CloseGoingAway and destroys the host. It returns an error only if the transport
+// fails; the host is destroyed either way.
+func (b *Broadcaster) Run() error {
+	if !b.running.CompareAndSwap(false, true) {
+		return errors.New("broadcast: Run called twice")
+	}
+	defer close(b.done)
+	b.log.Info("game server running", "address", b.host.Address().String(), "tickRateHz", b.cfg.TickRateHz,
+		"peerSlots", len(b.sessions), "entities", b.world.Count())
+	next := time.Now()
+	for {
+		next = next.Add(b.period)
+		if err := b.serviceUntil(next); err != nil {
+			b.shutdown(time.Now())
+			return err
+		}
+		select {
+		case ctx := <-b.stopReq:
+			deadline := time.Now().Add(shutdownWait)
+			if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+				deadline = d
+			}
+			b.shutdown(deadline)
+			return nil
+		default:
+		}
+		start := time.Now()
+		late := start.Sub(next)
+		b.tick(start)
+		if b.onTick != nil {
+			b.onTick(TickStats{Tick: b.ticks.Load(), Work: time.Since(start), Late: late, Peers: b.live})
+		}
+		// A loop that fell more than a tick behind starts afresh rather than running a burst of
+		// ticks to catch up.
+		if late > b.period {
+			next = start
+		}
+	}
+}
+
+// Stop ends the tick loop: every peer is disconnected with protocol.CloseGoingAway, the server
+// waits for their acknowledgements until ctx's deadline (at most 2 s), and the host is destroyed.
+// It returns once Run has returned; it returns ctx.Err() only if ctx ends before the tick loop
+// takes the request. Without a running loop it shuts the host down itself.
+func (b *Broadcaster) Stop(ctx context.Context) error {
+	if b.running.CompareAndSwap(false, true) {
+		// Never ran: nobody else owns the host.
+		b.shutdown(time.Now())
+		close(b.done)
+		return nil
+	}
+	select {
+	case b.stopReq <- ctx:
+	case <-b.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	// The loop's shutdown is bounded by the deadline it was given.
+	<-b.done
+	return nil
+}
+
+// serviceUntil services the host until deadline, handling each event, and serves requests. It
+// never spins: it waits in ENet for the remaining time and sleeps through a final fraction of a
+// millisecond, which ENet's millisecond timeouts cannot express.
+func (b *Broadcaster) serviceUntil(deadline time.Time) error {
+	for {
+		b.serveRequests()
+		rem := time.Until(deadline)
+		if rem <= 0 {
+			return nil
+		}
+		wait := rem.Truncate(time.Millisecond)
+		if wait == 0 {
+			time.Sleep(rem)
+			return nil
+		}
+		ok, err := b.host.Service(&b.ev, wait)
+		if err != nil {
+			return fmt.Errorf("broadcast: %w", err)
+		}
+		if ok {
+			b.handle(&b.ev)
+		}
+	}
+}
+
+// serveRequests runs every request waiting for the loop.
+func (b *Broadcaster) serveRequests() {
+	for {
+		select {
+		case r := <-b.reqs:
+			r.fn()
+			close(r.done)
+		default:
+			return
+		}
+	}
+}
+
+// now is the time of the current tick as sessions see it.
+func (b *Broadcaster) now(t time.Time) session.Now {
+	return session.Now{Tick: uint64(b.world.Tick()), UnixMs: t.UnixMilli(), Nanos: int64(t.Sub(b.clock))}
+}
+
+// handle processes one ENet event.
+func (b *Broadcaster) handle(ev *enet.Event) {
+	slot := ev.Peer.Slot()
+	if slot < 0 || slot >= len(b.sessions) {
+		return
+	}
+	s := b.sessions[slot]
+	switch ev.Type {
+	case enet.EventConnect:
+		b.connect(ev.Peer, ev.Data)
+	case enet.EventDisconnect:
+		if s.Active() {
+			b.end(slot)
+			b.log.Debug("peer disconnected", "slot", slot, "data", ev.Data)
+		}
+	case enet.EventReceive:
+		if s.Active() {
+			// A malformed, oversized or refused message is counted by the session and dropped.
+			_ = s.HandleMessage(ev.Packet.Bytes(), time.Now().UnixMilli())
+		}
+	}
+}
+
+// connect starts a session for a peer that completed its handshake: an avatar in the world, a
+// replication state from the pool, the link settings.
+func (b *Broadcaster) connect(p enet.Peer, data uint32) {
+	slot := p.Slot()
+	avatar, err := b.world.AddAvatar()
+	if err != nil {
+		b.log.Warn("peer refused: no room in the world", "slot", slot, "error", err)
+		p.Disconnect(protocol.CloseStalled)
+		return
+	}
+	snap := b.snaps.Get()
+	if err := b.sessions[slot].Start(slot, snap, avatar, b.now(time.Now())); err != nil {
+		b.snaps.Put(snap)
+		b.world.Remove(avatar)
+		b.log.Error("peer refused: session config", "slot", slot, "error", err)
+		p.Disconnect(protocol.CloseStalled)
+		return
+	}
+	p.SetPingInterval(PingInterval)
+	// ENet's own unreliable throttle would drop snapshots on RTT jitter; the congestion
+	// controller and the pacer decide what is sent, so ENet's is pinned open.
+	p.ConfigureThrottle(enetThrottleInterval, 2, 0)
+	b.peers[slot], b.connData[slot] = p, data
+	b.live++
+	b.log.Debug("peer connected", "slot", slot, "address", p.Address().String())
+}
+
+// end stops the session in slot: its avatar leaves the world and its state returns to the pools.
+func (b *Broadcaster) end(slot int) {
+	s := b.sessions[slot]
+	b.world.Remove(s.Focus())
+	b.snaps.Put(s.End())
+	b.peers[slot] = enet.Peer{}
+	b.live--
+}
+
+// close disconnects the peer in slot with code and ends its session.
+func (b *Broadcaster) close(slot int, code uint32) {
+	b.peers[slot].Disconnect(code)
+	b.end(slot)
+	b.log.Debug("peer closed", "slot", slot, "code", code)
+}
+
+// tick runs one tick: game input, world step, every session, one flush.
+func (b *Broadcaster) tick(start time.Time) {
+	for _, s := range b.sessions {
+		if s.Active() {
+			b.inputFor = s.Focus()
+			s.DrainCommands(b.input)
+		}
+	}
+	var dt float32
+	if !b.frozen {
+		dt = float32(b.period.Seconds())
+	}
+	b.world.Step(dt)
+	now := b.now(start)
+	for slot, s := range b.sessions {
+		if !s.Active() {
+			continue
+		}
+		p := b.peers[slot]
+		r := s.Tick(now, linkOf(p), peerSender{p})
+		if r.Outcome == session.Close {
+			b.close(slot, r.CloseCode)
+		}
+	}
+	b.host.Flush()
+	b.ticks.Add(1)
+}
+
+// applyInput applies one COMMAND payload of the session being drained: the demo's one input
+// walks the avatar. Anything else is game input the demo does not know, and is ignored.
+func (b *Broadcaster) applyInput(p []byte) {
+	if x, y, err := DecodeMove(p); err == nil {
+		b.world.SetTarget(b.inputFor, x, y)
+	}
+}
+
+// linkOf reads a peer's link signals for its session.
+func linkOf(p enet.Peer) session.Link {
+	ls := p.LinkStats()
+	l := session.Link{LossRatio: ls.PacketLoss, ReliableInFlight: ls.ReliableDataInTransit}
+	if ls.RTT != enetDefaultRTT || ls.RTTVariance != 0 {
+		l.RTTMs = uint32(ls.RTT / time.Millisecond)
+	}
+	return l
+}
+
+// peerSender sends a session's messages to its ENet peer. It is a single pointer, so passing it
+// as a session.Sender allocates nothing.
+type peerSender struct{ p enet.Peer }
+
+func (ps peerSender) SendSnapshot(data []byte) error {
+	return ps.p.Send(ChannelSnapshot, data, enet.Unreliable)
+}
+
+func (ps peerSender) SendReliable(data []byte) error {
+	return ps.p.Send(ChannelReliable, data, enet.Reliable)
+}
+
+// shutdown disconnects every peer with CloseGoingAway, services the host until they acknowledged
+// or deadline, and destroys the host.
+func (b *Broadcaster) shutdown(deadline time.Time) {
+	for slot, s := range b.sessions {
+		if s.Active() {
+			b.close(slot, protocol.CloseGoingAway)
+		}
+	}
+	b.host.Flush()
+	for b.host.ConnectedPeers() > 0 {
+		rem := time.Until(deadline)
+		if rem <= 0 {
+			break
+		}
+		if _, err := b.host.Service(&b.ev, min(rem, 10*time.Millisecond)); err != nil {
+			break
+		}
+	}
+	b.ev.Packet.Destroy()
+	b.host.Destroy()
+	b.log.Info("game server stopped", "ticks", b.ticks.Load())
+}

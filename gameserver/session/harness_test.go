@@ -1,0 +1,232 @@
+package session
+
+import (
+	"testing"
+
+	"github.com/netfleet/netfleet/api/netcode"
+	"github.com/netfleet/netfleet/gameserver/client"
+	"github.com/netfleet/netfleet/gameserver/protocol"
+	"github.com/netfleet/netfleet/gameserver/snapshot"
+	"github.com/netfleet/netfleet/gameserver/world"
+)
+
+// The harness runs sessions against in-memory clients tick by tick, with an injected clock and
+// link: every rule is exercised deterministically, without a network.
+
+const testTickRate = 60
+
+// recorder is a Sender that keeps what it is given.
+type recorder struct {
+	snapshots [][]byte
+	reliable  [][]byte
+	fail      bool
+}
+
+func (r *recorder) SendSnapshot(b []byte) error {
+	if r.fail {
+		return errSend
+	}
+	r.snapshots = append(r.snapshots, append([]byte(nil), b...))
+	return nil
+}
+
+func (r *recorder) SendReliable(b []byte) error {
+	if r.fail {
+		return errSend
+	}
+	r.reliable = append(r.reliable, append([]byte(nil), b...))
+	return nil
+}
+
+type sendError struct{}
+
+func (sendError) Error() string { return "send failed" }
+
+var errSend error = sendError{}
+
+// peer is one session with its client.
+type peer struct {
+	s    *Session
+	cl   *client.Client
+	out  recorder
+	link Link
+	// deliver: the client receives what the session sends (else it is lost on the way).
+	deliver bool
+	// ack: the client acknowledges and pings.
+	ack bool
+	buf []byte
+}
+
+type harness struct {
+	t      testing.TB
+	w      *world.World
+	cfg    Config
+	frames *FramePool
+	peers  []*peer
+	tick   uint64
+	nowMs  int64
+	nanos  int64
+	dt     float32
+}
+
+func newHarness(t testing.TB, wcfg world.Config, nc netcode.NetcodeConfig, radius float32) *harness {
+	t.Helper()
+	w, err := world.New(wcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := NewConfig(nc, radius)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := nc.Default()
+	return &harness{
+		t: t, w: w, cfg: cfg, frames: NewFramePool(d.Memory.FramePoolBudgetBytes, int(d.Backpressure.FrameBytes)),
+		tick: uint64(w.Tick()), nowMs: 1_000_000, dt: 1.0 / testTickRate,
+	}
+}
+
+func (h *harness) now() Now { return Now{Tick: h.tick, UnixMs: h.nowMs, Nanos: h.nanos} }
+
+// addPeer starts a session for a new avatar; its client receives and acknowledges everything.
+func (h *harness) addPeer() *peer {
+	h.t.Helper()
+	avatar, err := h.w.AddAvatar()
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	snap, err := snapshot.NewSession(h.w, h.cfg.Snapshot)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	s := New(h.cfg, h.frames)
+	if err := s.Start(len(h.peers), snap, avatar, h.now()); err != nil {
+		h.t.Fatal(err)
+	}
+	p := &peer{s: s, cl: client.New(), deliver: true, ack: true, link: Link{RTTMs: 20}}
+	h.peers = append(h.peers, p)
+	return p
+}
+
+// step advances one tick: the world steps, every session ticks, every client takes what was sent
+// to it and answers at once (ACK, PING at 4 Hz).
+func (h *harness) step() []Result {
+	h.t.Helper()
+	h.w.Step(h.dt)
+	h.tick = uint64(h.w.Tick())
+	h.nowMs += 1000 / testTickRate
+	h.nanos += int64(1e9) / testTickRate
+	res := make([]Result, len(h.peers))
+	for i, p := range h.peers {
+		if !p.s.Active() {
+			continue
+		}
+		p.out.snapshots, p.out.reliable = p.out.snapshots[:0], p.out.reliable[:0]
+		res[i] = p.s.Tick(h.now(), p.link, &p.out)
+		if !p.deliver {
+			continue
+		}
+		for _, m := range p.out.reliable {
+			if err := p.cl.HandleMessage(m, h.nowMs); err != nil {
+				h.t.Fatalf("client refused a RESET: %v", err)
+			}
+		}
+		for _, m := range p.out.snapshots {
+			if err := p.cl.HandleMessage(m, h.nowMs); err != nil {
+				h.t.Fatalf("client refused a snapshot: %v", err)
+			}
+		}
+		if !p.ack {
+			continue
+		}
+		if p.cl.AckDue() {
+			if b, ok := p.cl.AppendAck(p.buf[:0]); ok {
+				if err := p.s.HandleMessage(b, h.nowMs); err != nil {
+					h.t.Fatalf("session refused an ACK: %v", err)
+				}
+			}
+		}
+		if p.cl.PingDue(h.nowMs) {
+			if err := p.s.HandleMessage(p.cl.AppendPing(p.buf[:0], h.nowMs), h.nowMs); err != nil {
+				h.t.Fatalf("session refused a PING: %v", err)
+			}
+		}
+	}
+	return res
+}
+
+func (h *harness) run(ticks int) {
+	for range ticks {
+		h.step()
+	}
+}
+
+// problems compares a client's view with the world around its session's focus, within the
+// session's current radius (and the 10% exit hysteresis).
+func (h *harness) problems(p *peer) int {
+	x, y, _, ok := h.w.Position(p.s.Focus())
+	if !ok {
+		return 1
+	}
+	r := p.s.InterestRadius()
+	n := 0
+	for _, hit := range h.w.Query(x, y, r, nil) {
+		e, ok := p.cl.Entity(hit.Slot)
+		if !ok || e.State != *h.w.State(hit.Slot) {
+			n++
+		}
+	}
+	inExit := map[uint16]bool{}
+	for _, hit := range h.w.Query(x, y, r*1.1, nil) {
+		inExit[hit.Slot] = true
+	}
+	p.cl.Range(func(e client.Entity) bool {
+		if !inExit[e.ID] || e.State != *h.w.State(e.ID) {
+			n++
+		}
+		return true
+	})
+	return n
+}
+
+// converge freezes the world and runs until every client's view matches, failing after limit
+// ticks.
+func (h *harness) converge(limit int) {
+	h.t.Helper()
+	h.dt = 0
+	for range limit {
+		h.step()
+		ok := true
+		for _, p := range h.peers {
+			if p.s.Active() && h.problems(p) != 0 {
+				ok = false
+			}
+		}
+		if ok {
+			return
+		}
+	}
+	for i, p := range h.peers {
+		if p.s.Active() {
+			h.t.Errorf("peer %d: %d differences from the world", i, h.problems(p))
+		}
+	}
+	h.t.FailNow()
+}
+
+// busyWorld is a small world where every session sees dozens of moving entities.
+func busyWorld(population int) world.Config {
+	return world.Config{Seed: 3, Capacity: population + 64, Population: population, HalfExtent: 200}
+}
+
+// encode helpers for hand-made inbound messages.
+func ackMsg(a protocol.Ack) []byte   { return protocol.AppendAck(nil, &a) }
+func pingMsg(p protocol.Ping) []byte { return protocol.AppendPing(nil, &p) }
+func cmdMsg(tb testing.TB, payload []byte) []byte {
+	tb.Helper()
+	b, err := protocol.AppendCommand(nil, &protocol.Command{Payload: payload})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return b
+}

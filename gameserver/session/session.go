@@ -1,0 +1,484 @@
+package session
+
+import (
+	"errors"
+	"unsafe"
+
+	"github.com/netfleet/netfleet/api/netcode"
+	"github.com/netfleet/netfleet/gameserver/congestion"
+	"github.com/netfleet/netfleet/gameserver/pacing"
+	"github.com/netfleet/netfleet/gameserver/protocol"
+	"github.com/netfleet/netfleet/gameserver/snapshot"
+	"github.com/netfleet/netfleet/gameserver/world"
+)
+
+// Errors of HandleMessage. They are plain values, so refusing a message allocates nothing.
+var (
+	ErrMalformed = errors.New("session: malformed message")
+	ErrOversize  = errors.New("session: message larger than memory.maxInboundMessageBytes")
+	ErrInboxFull = errors.New("session: inbox full (memory.maxPendingBytesPerConnection)")
+	ErrInactive  = errors.New("session: not active")
+)
+
+// Now is the time of one tick as a session sees it.
+type Now struct {
+	// Tick is the world's tick, the one frames are built for.
+	Tick uint64
+	// UnixMs is the wall clock in milliseconds: it stamps snapshots and times pings and loss.
+	UnixMs int64
+	// Nanos is a monotonic clock in nanoseconds: it paces bytes.
+	Nanos int64
+}
+
+// Link is what the transport knows about the session's peer, read every tick.
+type Link struct {
+	// RTTMs is the transport's smoothed round-trip time; 0 while it is not measured yet.
+	RTTMs uint32
+	// LossRatio is the transport's own loss of reliable packets, 0..1.
+	LossRatio float64
+	// ReliableInFlight is the reliable data sent and not yet acknowledged, in bytes.
+	ReliableInFlight uint32
+}
+
+// Sender puts a session's messages on its transport. Both methods copy data before returning.
+type Sender interface {
+	// SendSnapshot sends a SNAPSHOT packet unreliably.
+	SendSnapshot(data []byte) error
+	// SendReliable sends a message (RESET) reliably and in order.
+	SendReliable(data []byte) error
+}
+
+// Outcome is what a session did on a tick.
+type Outcome uint8
+
+// Outcomes of Tick.
+const (
+	// NotDue: the session was not due a frame this tick (rate lever or rate class). Its state
+	// waits for the next frame, which carries the union.
+	NotDue Outcome = iota
+	// Idle: the session was due, and nothing had changed for it; nothing was sent. Not a skip.
+	Idle
+	// Built: a frame was built; its bytes went out or wait in a frame slot.
+	Built
+	// Skipped: the session was due and could not be served (see Result.Skip); nothing was
+	// gathered for it.
+	Skipped
+	// Close: the session must be closed with Result.CloseCode.
+	Close
+)
+
+// Result is the outcome of one Tick.
+type Result struct {
+	Outcome   Outcome
+	CloseCode uint32
+}
+
+// frameSlot is one of a session's two frame slots.
+type frameSlot struct {
+	f     *snapshot.Frame
+	next  int  // first packet not yet decided
+	reset bool // the frame's RESET message still waits for the pacer
+}
+
+// Session is one connected peer's state, owned by the tick loop: replication (snapshot.Session),
+// congestion controller, application-level loss estimator, pacer, frame slots, inbox and counters.
+// It is not safe for concurrent use.
+type Session struct {
+	cfg    Config
+	frames *FramePool
+	slot   int
+	active bool
+
+	snap  *snapshot.Session
+	focus world.ID
+	cc    congestion.Controller
+	loss  congestion.LossEstimator
+	pacer pacing.Pacer
+	rng   pacing.Rand
+
+	// bytesPerSecond is the session's byte rate before the throttle: the config's, or the one
+	// set for this session.
+	bytesPerSecond int
+	ownRate        bool
+
+	inflight, ready frameSlot
+	lastSentTick    uint64
+	meter           sendMeter
+	frameBudget     int
+	link            Link
+	lossRatio       float64
+	tick            uint64
+	nowMs           int64
+
+	inbox []byte // queued COMMAND payloads, each prefixed by its length byte
+
+	ack  protocol.Ack
+	ping protocol.Ping
+
+	ctr Counters
+}
+
+// New returns an inactive session that takes its frames from frames.
+func New(cfg Config, frames *FramePool) *Session {
+	return &Session{cfg: cfg, frames: frames, slot: -1}
+}
+
+// Start makes the session serve a new peer in slot, replicating through snap around focus (the
+// peer's avatar). snap must be fresh (snapshot.Pool.Get) and is owned by the session until End.
+func (s *Session) Start(slot int, snap *snapshot.Session, focus world.ID, now Now) error {
+	if err := snap.SetConfig(s.cfg.Snapshot); err != nil {
+		return err
+	}
+	s.slot, s.active = slot, true
+	s.snap, s.focus = snap, focus
+	snap.SetFocus(focus)
+	s.cc.Reset(s.cfg.Congestion)
+	s.loss.Reset()
+	s.pacer = pacing.Pacer{}
+	s.rng = pacing.NewRand(uint32(slot)*0x9e3779b1 ^ uint32(now.Nanos))
+	s.ownRate = false
+	s.bytesPerSecond = s.cfg.BytesPerSecond
+	s.pacer.SetRate(pacing.RateFor(s.bytesPerSecond, 1))
+	s.pacer.Refill(now.Nanos)
+	s.inflight, s.ready = frameSlot{}, frameSlot{}
+	s.lastSentTick = congestion.NeverSent
+	s.meter.reset(s.cfg.TickRateHz)
+	s.frameBudget = 0
+	s.link, s.lossRatio = Link{}, 0
+	s.tick, s.nowMs = now.Tick, now.UnixMs
+	if cap(s.inbox) != s.cfg.MaxPendingBytes {
+		s.inbox = make([]byte, 0, s.cfg.MaxPendingBytes)
+	}
+	s.inbox = s.inbox[:0]
+	s.ctr = Counters{}
+	return nil
+}
+
+// End stops serving the peer: the frames in its slots go back to the pool and the replication
+// state is handed back for reuse. The session can Start again.
+func (s *Session) End() *snapshot.Session {
+	for _, sl := range [2]*frameSlot{&s.inflight, &s.ready} {
+		if sl.f != nil {
+			s.frames.Put(sl.f)
+			*sl = frameSlot{}
+		}
+	}
+	snap := s.snap
+	s.snap, s.active, s.focus = nil, false, 0
+	s.inbox = s.inbox[:0]
+	return snap
+}
+
+// Active reports whether the session serves a peer.
+func (s *Session) Active() bool { return s.active }
+
+// Slot is the peer's slot, -1 before the first Start.
+func (s *Session) Slot() int { return s.slot }
+
+// Focus is the entity the session replicates around, its peer's avatar.
+func (s *Session) Focus() world.ID { return s.focus }
+
+// InterestRadius is the radius the session replicates within now, in meters.
+func (s *Session) InterestRadius() float32 { return s.cfg.Snapshot.InterestRadius }
+
+// Replication is the session's replication state; nil while inactive.
+func (s *Session) Replication() *snapshot.Session { return s.snap }
+
+// SetConfig installs a new config between ticks (live reconfig). The congestion controller keeps
+// its throttle and baseline (clamped to the new floor); the pacer keeps its budget.
+func (s *Session) SetConfig(cfg Config) error {
+	if s.active {
+		if err := s.snap.SetConfig(cfg.Snapshot); err != nil {
+			return err
+		}
+	}
+	tickChanged := cfg.TickRateHz != s.cfg.TickRateHz
+	s.cfg = cfg
+	s.cc.SetParams(cfg.Congestion)
+	if !s.ownRate {
+		s.bytesPerSecond = cfg.BytesPerSecond
+	}
+	if tickChanged {
+		s.meter.reset(cfg.TickRateHz)
+	}
+	if s.active && cap(s.inbox) != cfg.MaxPendingBytes {
+		kept := s.inbox
+		s.inbox = make([]byte, 0, cfg.MaxPendingBytes)
+		s.keepWhole(kept)
+	}
+	return nil
+}
+
+// keepWhole copies the whole queued commands of old that fit the inbox.
+func (s *Session) keepWhole(old []byte) {
+	for len(old) > 0 {
+		n := 1 + int(old[0])
+		if len(s.inbox)+n > cap(s.inbox) {
+			s.ctr.InboxRefused++
+		} else {
+			s.inbox = append(s.inbox, old[:n]...)
+		}
+		old = old[n:]
+	}
+}
+
+// SetBytesPerSecond sets this session's byte rate, overriding budget.sessionBytesPerSecond until
+// the session ends; 0 is unlimited. A negative rate restores the config's.
+func (s *Session) SetBytesPerSecond(bytesPerSecond int) {
+	if bytesPerSecond < 0 {
+		s.ownRate, s.bytesPerSecond = false, s.cfg.BytesPerSecond
+		return
+	}
+	s.ownRate, s.bytesPerSecond = true, bytesPerSecond
+}
+
+// HandleMessage processes one message from the peer, received at nowMs: an ACK is applied to the
+// replication state and the loss estimator at once, a PING records the client's last applied
+// tick, a COMMAND is queued in the inbox for the next tick. A message that does not decode, or
+// that a client may not send, is counted and dropped (ErrMalformed); so is one over the size limit
+// (ErrOversize) and a COMMAND the inbox has no room for (ErrInboxFull). It never panics and, for
+// a warm session, allocates nothing.
+func (s *Session) HandleMessage(b []byte, nowMs int64) error {
+	if !s.active {
+		return ErrInactive
+	}
+	s.ctr.MessagesReceived++
+	s.ctr.BytesReceived += uint64(len(b))
+	if len(b) > s.cfg.MaxInboundMessageBytes {
+		s.ctr.Oversize++
+		return ErrOversize
+	}
+	t, err := protocol.PeekType(b)
+	if err != nil {
+		return s.malformed()
+	}
+	switch t {
+	case protocol.MsgAck:
+		if protocol.DecodeAck(b, &s.ack) != nil {
+			return s.malformed()
+		}
+		if _, err := s.snap.HandleAck(&s.ack); err != nil {
+			return s.malformed()
+		}
+		s.loss.OnAckField(s.ack.Latest, s.ack.Received)
+		s.ctr.Acks++
+	case protocol.MsgPing:
+		if protocol.DecodePing(b, &s.ping) != nil {
+			return s.malformed()
+		}
+		s.snap.ReportClientTick(s.ping.LastAppliedTick)
+		s.ctr.Pings++
+	case protocol.MsgCommand:
+		// A local Command: its payload aliases b, which must not be kept past the call.
+		var cmd protocol.Command
+		if protocol.DecodeCommand(b, &cmd) != nil {
+			return s.malformed()
+		}
+		n := 1 + len(cmd.Payload)
+		if len(s.inbox)+n > cap(s.inbox) {
+			s.ctr.InboxRefused++
+			return ErrInboxFull
+		}
+		s.inbox = append(s.inbox, byte(len(cmd.Payload)))
+		s.inbox = append(s.inbox, cmd.Payload...)
+		s.ctr.Commands++
+	default:
+		return s.malformed()
+	}
+	return nil
+}
+
+func (s *Session) malformed() error {
+	s.ctr.Malformed++
+	return ErrMalformed
+}
+
+// DrainCommands calls fn with the payload of every queued COMMAND, oldest first, and empties the
+// inbox. The payload is only valid during the call.
+func (s *Session) DrainCommands(fn func(payload []byte)) {
+	b := s.inbox
+	for len(b) > 0 {
+		n := int(b[0])
+		fn(b[1 : 1+n])
+		b = b[1+n:]
+	}
+	s.inbox = s.inbox[:0]
+}
+
+// Tick runs the session for one tick, after the world has stepped: it steps the congestion
+// controller from the link, refills the pacer, moves waiting frame bytes to out as the pacer
+// admits them, and, when the session is due, builds its frame and sends what the pacer admits.
+func (s *Session) Tick(now Now, link Link, out Sender) Result {
+	if !s.active {
+		return Result{}
+	}
+	s.tick, s.nowMs, s.link = now.Tick, now.UnixMs, link
+	s.lossRatio = s.loss.Update(now.UnixMs, link.RTTMs)
+	s.cc.Step(congestion.Sample{LossRatio: s.lossRatio, RTTMs: link.RTTMs, ReliableBytesInFlight: link.ReliableInFlight})
+	s.pacer.SetRate(pacing.RateFor(s.bytesPerSecond, s.cc.Throttle()))
+	s.pacer.Refill(now.Nanos)
+	s.pump(out)
+
+	if !s.cc.ShouldSend(now.Tick, s.lastSentTick) {
+		return Result{Outcome: NotDue}
+	}
+	if s.inflightBusy() && s.ready.f != nil {
+		s.ctr.SkipsBusy++
+		return Result{Outcome: Skipped}
+	}
+	f := s.frames.Get()
+	if f == nil {
+		s.ctr.SkipsPool++
+		return Result{Outcome: Skipped}
+	}
+	s.frameBudget = s.budget()
+	if err := s.snap.BuildFrame(s.frameBudget, now.UnixMs, f); err != nil {
+		// Only a second build for one world tick fails; the frame of that tick went already.
+		s.frames.Put(f)
+		return Result{Outcome: NotDue}
+	}
+	s.ctr.FramesBuilt++
+	if f.Packets() == 0 && f.ResetMessage() == nil {
+		s.frames.Put(f)
+		s.ctr.FramesIdle++
+		return Result{Outcome: Idle}
+	}
+	s.lastSentTick = now.Tick
+	s.ready = frameSlot{f: f, reset: f.ResetMessage() != nil}
+	s.pump(out)
+	return Result{Outcome: Built}
+}
+
+// budget is the byte budget of the session's next frame: the budget lever applied to the static
+// per-frame budget, capped by the frame capacity and by what the session's byte rate affords per
+// send, so a frame is normally admitted by the pacer whole and nothing is dropped.
+func (s *Session) budget() int {
+	b := s.cfg.FrameBytes
+	if st := s.cfg.SnapshotBytesPerTick; st > 0 {
+		b = min(b, s.cc.EffectiveBudget(st))
+	}
+	if r := s.pacer.Rate(); r > 0 {
+		perSend := int(r * float64(s.cc.SendIntervalTicks()) / float64(s.cfg.TickRateHz))
+		b = min(b, max(perSend, netcode.MinSnapshotBytesPerTick))
+	}
+	return b
+}
+
+// inDebt reports whether the pacer has charged bytes its rate has not yet paid for: the last
+// frame's bytes are, at the session's rate, still on their way out.
+func (s *Session) inDebt() bool { return s.pacer.Rate() > 0 && s.pacer.Budget() < 0 }
+
+// inflightBusy reports whether the in-flight slot is taken: a frame waits for the pacer, or the
+// bytes of the last one are not paid for yet.
+func (s *Session) inflightBusy() bool { return s.inflight.f != nil || s.inDebt() }
+
+// pump hands frame bytes to out as the pacer admits them: the in-flight frame first, then the
+// ready one moves up. A RESET waits for the pacer (reliable traffic is never dropped); snapshot
+// packets are sent or dropped by the pacer's drop probability, which a frame built within
+// budget() rarely meets. A dropped packet is safe: its records are not acknowledged, so they are
+// sent again.
+func (s *Session) pump(out Sender) {
+	for {
+		if s.inflight.f == nil {
+			if s.ready.f == nil {
+				return
+			}
+			s.inflight, s.ready = s.ready, frameSlot{}
+		}
+		if s.inDebt() || !s.drain(&s.inflight, out) {
+			return
+		}
+		s.frames.Put(s.inflight.f)
+		s.inflight = frameSlot{}
+	}
+}
+
+// drain offers a slot's undecided messages to the pacer and reports whether all are decided.
+func (s *Session) drain(sl *frameSlot, out Sender) bool {
+	f := sl.f
+	if sl.reset {
+		msg := f.ResetMessage()
+		if !s.pacer.AdmitReliable(len(msg)) {
+			return false
+		}
+		if err := out.SendReliable(msg); err != nil {
+			s.ctr.SendErrors++
+		} else {
+			s.ctr.ResetsSent++
+			s.ctr.BytesSent += uint64(len(msg))
+		}
+		sl.reset = false
+	}
+	backlog := 0
+	for i := sl.next; i < f.Packets(); i++ {
+		backlog += len(f.Packet(i))
+	}
+	sent := 0
+	for ; sl.next < f.Packets(); sl.next++ {
+		p := f.Packet(sl.next)
+		switch {
+		case !s.pacer.AdmitUnreliable(len(p), backlog, s.rng.Uint32()):
+			s.ctr.PacketsDropped++
+		case out.SendSnapshot(p) != nil:
+			s.ctr.SendErrors++
+		default:
+			s.loss.OnSent(f.Seq(sl.next), s.nowMs)
+			s.ctr.PacketsSent++
+			s.ctr.BytesSent += uint64(len(p))
+			sent++
+		}
+		backlog -= len(p)
+	}
+	if sent > 0 {
+		s.ctr.FramesSent++
+		s.meter.mark(s.tick)
+	}
+	return true
+}
+
+// Stats returns the session's current figures. It is cheap and allocates nothing, so the tick
+// loop can read it for every peer every tick.
+func (s *Session) Stats() Stats {
+	st := Stats{
+		Slot:             s.slot,
+		Throttle:         s.cc.Throttle(),
+		SendIntervalTick: s.cc.SendIntervalTicks(),
+		LossRatio:        s.lossRatio,
+		EnetLossRatio:    s.link.LossRatio,
+		RTTMs:            s.link.RTTMs,
+		BaselineRTTMs:    s.cc.BaselineRTTMs(),
+		FrameBudgetBytes: s.frameBudget,
+		RateBytesPerSec:  s.pacer.Rate(),
+		PacerBudgetBytes: s.pacer.Budget(),
+		RateClass:        1,
+		State:            StateHealthy,
+	}
+	if !s.active {
+		return st
+	}
+	st.SendRateHz = float64(s.meter.count(s.tick)) * float64(s.cfg.TickRateHz) / float64(s.meter.window)
+	st.KnownEntities = s.snap.Known()
+	st.ClientTick = s.snap.ClientTick()
+	if s.cc.Throttle() < 1 {
+		st.State = StateDegraded
+	}
+	return st
+}
+
+// Counters returns the session's cumulative counters since Start.
+func (s *Session) Counters() Counters { return s.ctr }
+
+// MemoryUsage estimates the memory the session holds.
+func (s *Session) MemoryUsage() MemoryUsage {
+	m := MemoryUsage{Session: int(unsafe.Sizeof(*s)), Inbox: cap(s.inbox)}
+	if s.snap != nil {
+		m.Replication = s.snap.MemoryBytes()
+	}
+	for _, sl := range [2]*frameSlot{&s.inflight, &s.ready} {
+		if sl.f != nil {
+			m.Frames += sl.f.Cap()
+		}
+	}
+	m.Total = m.Session + m.Replication + m.Frames + m.Inbox
+	return m
+}
