@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"strconv"
@@ -117,11 +118,14 @@ type kubelet struct {
 	mu     sync.Mutex
 	pods   map[types.NamespacedName]*podRun
 	nextIP int
+	// subnet is the second octet of the Pods' addresses, picked at random so that test binaries
+	// running at the same time on one machine do not take each other's addresses.
+	subnet int
 	errs   []error
 }
 
 func newKubelet(c client.Client, node string) *kubelet {
-	return &kubelet{c: c, node: node, pods: map[types.NamespacedName]*podRun{}, nextIP: 1}
+	return &kubelet{c: c, node: node, pods: map[types.NamespacedName]*podRun{}, nextIP: 1, subnet: 64 + rand.IntN(128)}
 }
 
 // start watches game-server Pods through informer and runs each new one.
@@ -141,10 +145,10 @@ func (k *kubelet) start(ctx context.Context, informers cache.Cache) error {
 			k.mu.Unlock()
 			return
 		}
-		// Addresses 127.77.0.0/16, one per Pod, clear of 127.0.0.1.
+		// Addresses 127.<subnet>.0.0/16, one per Pod, clear of 127.0.0.1.
 		n := k.nextIP
 		k.nextIP++
-		run := &podRun{key: key, ip: fmt.Sprintf("127.77.%d.%d", n/250, n%250+1), probe: make(chan struct{}, 1)}
+		run := &podRun{key: key, ip: fmt.Sprintf("127.%d.%d.%d", k.subnet, n/250, n%250+1), probe: make(chan struct{}, 1)}
 		k.pods[key] = run
 		k.mu.Unlock()
 		go k.runPod(ctx, run, pod.DeepCopy())

@@ -45,7 +45,7 @@ const (
 	testNode = "node-a"
 	// testNodeIP is the node's InternalIP, the address of servers with a host port.
 	testNodeIP = "10.20.30.40"
-	// testAdminPort is the admin port of every test server, each on its own 127.77.x.y.
+	// testAdminPort is the admin port of every test server, each on its own loopback address.
 	testAdminPort = 39517
 	// testVerifyInterval is the operator's check interval in the tests (the default).
 	testVerifyInterval = 10 * time.Second
@@ -119,6 +119,9 @@ func startOperator(ctx context.Context) (func(), error) {
 	})
 	if err := operator.SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setup: %w", err)
+	}
+	if err := setupFleetControllers(ctx, mgr); err != nil {
+		return nil, err
 	}
 	if err := createNode(ctx); err != nil {
 		return nil, err

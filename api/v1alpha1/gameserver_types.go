@@ -129,15 +129,14 @@ type GameServerPort struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.container) || self.template.spec.containers.exists(c, c.name == self.container)",message="container must name a container of template.spec.containers",fieldPath=".container"
 type GameServerSpec struct {
 	// Container names the game-server container in template. Default: the first container.
-	// Immutable.
+	// Immutable on a GameServer.
 	// +optional
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=63
-	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="container is immutable"
 	Container string `json:"container,omitempty"`
 
 	// Ports are the game's ports; at least one, at most 16, names unique, the first one is the
-	// game port that status.port reports. Immutable: the Pod is created once.
+	// game port that status.port reports. Immutable on a GameServer: the Pod is created once.
 	// +required
 	// +listType=map
 	// +listMapKey=name
@@ -145,16 +144,15 @@ type GameServerSpec struct {
 	// +kubebuilder:validation:MaxItems=16
 	// +kubebuilder:validation:XValidation:rule="self.all(p, self.filter(q, q.containerPort == p.containerPort && q.protocol == p.protocol).size() == 1)",message="containerPort and protocol must be unique within ports"
 	// +kubebuilder:validation:XValidation:rule="self.all(p, !has(p.hostPort) || self.filter(q, has(q.hostPort) && q.hostPort == p.hostPort && q.protocol == p.protocol).size() == 1)",message="hostPort and protocol must be unique within ports"
-	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="ports are immutable"
 	Ports []GameServerPort `json:"ports"`
 
 	// AdminPort is the TCP port of the game server's admin API inside the Pod (NETFLEET_ADMIN_PORT):
-	// live config, peers, health and metrics. Default 8080, range [1, 65535]. Immutable.
+	// live config, peers, health and metrics. Default 8080, range [1, 65535]. Immutable on a
+	// GameServer.
 	// +optional
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=65535
 	// +kubebuilder:default=8080
-	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="adminPort is immutable"
 	AdminPort int32 `json:"adminPort,omitempty"`
 
 	// Netcode is the live netcode config. An edit reaches the running process without a Pod
@@ -252,7 +250,13 @@ type GameServer struct {
 	// +optional
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
+	// Spec is the desired state. The fields the Pod is built from are immutable here; the rules
+	// sit on this field rather than on GameServerSpec because a Fleet's template embeds the same
+	// type and there an edit rolls new servers instead.
 	// +required
+	// +kubebuilder:validation:XValidation:rule="self.ports == oldSelf.ports",message="ports are immutable",fieldPath=".ports"
+	// +kubebuilder:validation:XValidation:rule="!has(self.adminPort) || !has(oldSelf.adminPort) || self.adminPort == oldSelf.adminPort",message="adminPort is immutable",fieldPath=".adminPort"
+	// +kubebuilder:validation:XValidation:rule="!has(self.container) || !has(oldSelf.container) || self.container == oldSelf.container",message="container is immutable",fieldPath=".container"
 	Spec GameServerSpec `json:"spec"`
 	// +optional
 	Status GameServerStatus `json:"status,omitempty"`

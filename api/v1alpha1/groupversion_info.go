@@ -1,7 +1,8 @@
 // Package v1alpha1 holds netfleet's custom resources in the API group netfleet.io: GameServer
-// (one dedicated game-server process in its own Pod, with live netcode config). Their netcode
-// settings embed netcode.NetcodeConfig, so the CRD's schema and the game server's validation come
-// from one definition.
+// (one dedicated game-server process in its own Pod, with live netcode config), Fleet (a number
+// of GameServers from one template) and GameServerAllocation (a request for one Ready server).
+// Their netcode settings embed netcode.NetcodeConfig, so the CRD's schema and the game server's
+// validation come from one definition.
 //
 // It imports Kubernetes API types and api/netcode only; it must not import controllers or the
 // game server.

@@ -1,15 +1,18 @@
 // Command operator runs netfleet's controllers: it keeps every GameServer's Pod and pushes each
-// server's netcode config into the running process. It builds with CGO_ENABLED=0 and imports
-// nothing from gameserver/.
+// server's netcode config into the running process, keeps every Fleet's GameServers, serves
+// GameServerAllocation resources, and answers allocations synchronously on its allocator
+// endpoint. It builds with CGO_ENABLED=0 and imports nothing from gameserver/.
 package main
 
 import (
 	"flag"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -33,6 +36,10 @@ func run() error {
 		metricsAddr, probeAddr, portRange, leaderNamespace string
 		leaderElect                                        bool
 		opts                                               controllers.GameServerOptions
+		fleetOpts                                          controllers.FleetOptions
+		allocOpts                                          controllers.AllocatorServerOptions
+		allocSecret                                        string
+		allocConcurrency                                   int
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "address the /metrics endpoint binds to; 0 disables it")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "address the /healthz and /readyz endpoints bind to")
@@ -42,6 +49,13 @@ func run() error {
 	flag.IntVar(&opts.MaxConcurrentReconciles, "max-concurrent-reconciles", 32, "GameServers reconciled (and pushed to) at once")
 	flag.DurationVar(&opts.VerifyInterval, "verify-interval", 10*time.Second, "how often a running server's config is checked")
 	flag.DurationVar(&opts.PushTimeout, "push-timeout", 5*time.Second, "bound of one call to a game server's admin API")
+	flag.IntVar(&fleetOpts.MaxConcurrentReconciles, "max-concurrent-fleet-reconciles", 4, "Fleets reconciled at once")
+	flag.IntVar(&allocConcurrency, "max-concurrent-allocations", 16, "GameServerAllocation resources served at once")
+	flag.StringVar(&allocOpts.Addr, "allocator-bind-address", ":8090", "address of the allocator endpoint (POST "+controllers.AllocatePath+"); 0 disables it")
+	flag.StringVar(&allocSecret, "allocator-token-secret", "netfleet-system/netfleet-allocator-token",
+		"namespace/name of the Secret whose key \"token\" holds the allocator endpoint's bearer token; created with a random token when missing")
+	flag.StringVar(&allocOpts.CertFile, "allocator-tls-cert-file", "", "serve the allocator endpoint over HTTPS with this certificate (with --allocator-tls-key-file)")
+	flag.StringVar(&allocOpts.KeyFile, "allocator-tls-key-file", "", "private key of --allocator-tls-cert-file")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -52,6 +66,16 @@ func run() error {
 		return fmt.Errorf("--port-range: %w", err)
 	}
 	opts.PortRange = rng
+	if allocOpts.Addr != "0" {
+		ns, name, ok := strings.Cut(allocSecret, "/")
+		if !ok || ns == "" || name == "" {
+			return fmt.Errorf("--allocator-token-secret %q: want namespace/name", allocSecret)
+		}
+		allocOpts.TokenSecret = types.NamespacedName{Namespace: ns, Name: name}
+		if (allocOpts.CertFile == "") != (allocOpts.KeyFile == "") {
+			return fmt.Errorf("--allocator-tls-cert-file and --allocator-tls-key-file go together")
+		}
+	}
 
 	scheme := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
@@ -77,6 +101,19 @@ func run() error {
 	if err := controllers.NewGameServerReconciler(mgr, opts).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up gameserver controller: %w", err)
 	}
+	if err := controllers.NewFleetReconciler(mgr, fleetOpts).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("set up fleet controller: %w", err)
+	}
+	// One allocator serves both the resource and the endpoint, so their requests share claims.
+	alloc := controllers.NewAllocator(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetClient())
+	if err := controllers.NewAllocationReconciler(mgr, alloc, allocConcurrency).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("set up allocation controller: %w", err)
+	}
+	if allocOpts.Addr != "0" {
+		if err := mgr.Add(controllers.NewAllocatorServer(alloc, mgr.GetAPIReader(), mgr.GetClient(), allocOpts)); err != nil {
+			return fmt.Errorf("add allocator endpoint: %w", err)
+		}
+	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return fmt.Errorf("add healthz check: %w", err)
 	}
@@ -84,7 +121,8 @@ func run() error {
 		return fmt.Errorf("add readyz check: %w", err)
 	}
 	ctrl.Log.WithName("setup").Info("starting operator", "portRange", rng.String(),
-		"maxConcurrentReconciles", opts.MaxConcurrentReconciles, "leaderElect", leaderElect)
+		"maxConcurrentReconciles", opts.MaxConcurrentReconciles, "leaderElect", leaderElect,
+		"allocatorAddress", allocOpts.Addr)
 	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
 		return fmt.Errorf("run manager: %w", err)
 	}

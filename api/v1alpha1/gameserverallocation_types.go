@@ -1,0 +1,122 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+// GameServerAllocationState is the outcome of an allocation.
+//
+// +kubebuilder:validation:Enum=Allocated;UnAllocated
+type GameServerAllocationState string
+
+const (
+	// AllocationAllocated: a Ready server was marked Allocated for this request.
+	AllocationAllocated GameServerAllocationState = "Allocated"
+	// AllocationUnAllocated: no server was allocated; status.reason says why.
+	AllocationUnAllocated GameServerAllocationState = "UnAllocated"
+)
+
+// Reasons of an UnAllocated result.
+const (
+	// AllocationReasonNoReadyServer: no Ready GameServer matches the request.
+	AllocationReasonNoReadyServer = "NoReadyServer"
+	// AllocationReasonInvalid: the request cannot be served as written (e.g. a bad selector).
+	AllocationReasonInvalid = "Invalid"
+)
+
+// GameServerAllocationSpec says which servers may serve the request.
+type GameServerAllocationSpec struct {
+	// Fleet restricts the request to the GameServers of this Fleet (in the allocation's
+	// namespace). Empty: any GameServer of the namespace.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Fleet string `json:"fleet,omitempty"`
+
+	// Selector restricts the request to GameServers whose labels it matches. Empty: every
+	// server (of the fleet, if one is named).
+	// +optional
+	Selector *metav1.LabelSelector `json:"selector,omitempty"`
+}
+
+// GameServerAllocationStatus is the result of an allocation.
+type GameServerAllocationStatus struct {
+	// State is Allocated or UnAllocated; empty while the request waits to be served.
+	// +optional
+	State GameServerAllocationState `json:"state,omitempty"`
+
+	// GameServerName is the allocated server.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	GameServerName string `json:"gameServerName,omitempty"`
+
+	// Address is where players connect (the server's status.address).
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Address string `json:"address,omitempty"`
+
+	// Port is the game port at Address (the server's status.port).
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=65535
+	Port int32 `json:"port,omitempty"`
+
+	// NodeName is the node the server runs on.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	NodeName string `json:"nodeName,omitempty"`
+
+	// Reason says why the request is UnAllocated: NoReadyServer or Invalid.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	Reason string `json:"reason,omitempty"`
+
+	// Message explains the result for people.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Message string `json:"message,omitempty"`
+}
+
+// GameServerAllocation asks for one Ready GameServer. It is a request: create it, and the operator
+// marks one matching Ready server Allocated and records it in status (or UnAllocated with a
+// reason). The spec cannot change afterwards. Matchmakers that need the answer in the same call
+// use the operator's allocator endpoint, which takes the same object.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=gsa,scope=Namespaced,categories=netfleet
+// +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.status.state`
+// +kubebuilder:printcolumn:name="GameServer",type=string,JSONPath=`.status.gameServerName`
+// +kubebuilder:printcolumn:name="Address",type=string,JSONPath=`.status.address`
+// +kubebuilder:printcolumn:name="Port",type=integer,JSONPath=`.status.port`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.reason`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type GameServerAllocation struct {
+	metav1.TypeMeta `json:",inline"`
+	// +optional
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec is immutable: create a new GameServerAllocation"
+	Spec GameServerAllocationSpec `json:"spec,omitempty"`
+	// +optional
+	Status GameServerAllocationStatus `json:"status,omitempty"`
+}
+
+// GameServerAllocationList is a list of GameServerAllocations.
+//
+// +kubebuilder:object:root=true
+type GameServerAllocationList struct {
+	metav1.TypeMeta `json:",inline"`
+	// +optional
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []GameServerAllocation `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(func(s *runtime.Scheme) error {
+		s.AddKnownTypes(GroupVersion, &GameServerAllocation{}, &GameServerAllocationList{})
+		return nil
+	})
+}

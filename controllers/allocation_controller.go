@@ -1,0 +1,121 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	"github.com/netfleet/netfleet/api/v1alpha1"
+)
+
+// AllocationReconciler serves GameServerAllocation resources: each new one (no status.state yet)
+// is allocated once through the Allocator, and the result written to its status.
+type AllocationReconciler struct {
+	client.Client
+	alloc       *Allocator
+	concurrency int
+
+	// results holds allocations whose server is marked but whose status write failed, so the
+	// retry records that server instead of taking a second one.
+	mu      sync.Mutex
+	results map[types.NamespacedName]servedAllocation
+}
+
+// servedAllocation is the result of one allocation request (by UID) not yet recorded.
+type servedAllocation struct {
+	uid    types.UID
+	status v1alpha1.GameServerAllocationStatus
+}
+
+// NewAllocationReconciler returns a reconciler that serves requests through alloc, concurrency
+// at a time (default 16).
+func NewAllocationReconciler(mgr ctrl.Manager, alloc *Allocator, concurrency int) *AllocationReconciler {
+	if concurrency <= 0 {
+		concurrency = 16
+	}
+	return &AllocationReconciler{
+		Client: mgr.GetClient(), alloc: alloc, concurrency: concurrency,
+		results: map[types.NamespacedName]servedAllocation{},
+	}
+}
+
+// SetupWithManager registers the reconciler for allocations that have no result yet.
+func (r *AllocationReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	pending := predicate.NewPredicateFuncs(func(o client.Object) bool {
+		a, ok := o.(*v1alpha1.GameServerAllocation)
+		return ok && a.Status.State == ""
+	})
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&v1alpha1.GameServerAllocation{}, builder.WithPredicates(pending)).
+		WithOptions(controller.Options{MaxConcurrentReconciles: r.concurrency}).
+		Named("gameserverallocation").
+		Complete(r)
+}
+
+// +kubebuilder:rbac:groups=netfleet.io,resources=gameserverallocations,verbs=get;list;watch
+// +kubebuilder:rbac:groups=netfleet.io,resources=gameserverallocations/status,verbs=get;patch
+// +kubebuilder:rbac:groups=netfleet.io,resources=gameservers/status,verbs=get;patch
+
+// Reconcile serves one allocation request, once.
+func (r *AllocationReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	a := &v1alpha1.GameServerAllocation{}
+	if err := r.Get(ctx, req.NamespacedName, a); err != nil {
+		r.forget(req.NamespacedName)
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if a.Status.State != "" || !a.DeletionTimestamp.IsZero() {
+		r.forget(req.NamespacedName)
+		return ctrl.Result{}, nil
+	}
+	st, ok := r.pending(req.NamespacedName, a.UID)
+	if !ok {
+		var err error
+		st, err = r.alloc.Allocate(ctx, a.Namespace, a.Spec, allocSourceResource)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	base := a.DeepCopy()
+	a.Status = st
+	if err := r.Status().Patch(ctx, a, client.MergeFrom(base)); err != nil {
+		if apierrors.IsNotFound(err) {
+			// The request was withdrawn after it was served; the server stays Allocated, as it
+			// would had the requester read the answer and gone away.
+			ctrl.LoggerFrom(ctx).Info("allocation deleted before its result was recorded", "gameserver", st.GameServerName)
+			return ctrl.Result{}, nil
+		}
+		r.remember(req.NamespacedName, servedAllocation{uid: a.UID, status: st})
+		return ctrl.Result{}, fmt.Errorf("record allocation result: %w", err)
+	}
+	r.forget(req.NamespacedName)
+	ctrl.LoggerFrom(ctx).V(1).Info("allocation served", "state", st.State, "gameserver", st.GameServerName, "reason", st.Reason)
+	return ctrl.Result{}, nil
+}
+
+// pending returns the unrecorded result of the request key with that uid, if there is one.
+func (r *AllocationReconciler) pending(key types.NamespacedName, uid types.UID) (v1alpha1.GameServerAllocationStatus, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s, ok := r.results[key]
+	return s.status, ok && s.uid == uid
+}
+
+func (r *AllocationReconciler) remember(key types.NamespacedName, s servedAllocation) {
+	r.mu.Lock()
+	r.results[key] = s
+	r.mu.Unlock()
+}
+
+func (r *AllocationReconciler) forget(key types.NamespacedName) {
+	r.mu.Lock()
+	delete(r.results, key)
+	r.mu.Unlock()
+}

@@ -1,0 +1,50 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"net"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+)
+
+// The suite's operator also runs the Fleet and GameServerAllocation controllers and the allocator
+// endpoint, on a loopback port with its token Secret in allocatorTokenSecret.
+var (
+	allocator    *Allocator
+	allocatorURL string
+)
+
+var allocatorTokenSecret = types.NamespacedName{Namespace: "netfleet-system", Name: "netfleet-allocator-token"}
+
+// setupFleetControllers adds the Fleet and allocation controllers and the allocator endpoint to
+// the suite's manager.
+func setupFleetControllers(ctx context.Context, mgr ctrl.Manager) error {
+	if err := NewFleetReconciler(mgr, FleetOptions{}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setup fleet: %w", err)
+	}
+	allocator = NewAllocator(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetClient())
+	if err := NewAllocationReconciler(mgr, allocator, 0).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setup allocation: %w", err)
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: allocatorTokenSecret.Namespace}}
+	if err := k8s.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create namespace %s: %w", ns.Name, err)
+	}
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", "127.0.0.1:0")
+	if err != nil {
+		return fmt.Errorf("allocator listener: %w", err)
+	}
+	allocatorURL = "http://" + ln.Addr().String() + AllocatePath
+	srv := NewAllocatorServer(allocator, mgr.GetAPIReader(), mgr.GetClient(), AllocatorServerOptions{TokenSecret: allocatorTokenSecret})
+	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error { return srv.Serve(ctx, ln) })); err != nil {
+		return fmt.Errorf("add allocator endpoint: %w", err)
+	}
+	return nil
+}
