@@ -1,0 +1,410 @@
+package controllers
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/netfleet/netfleet/api/v1alpha1"
+)
+
+// allocatorToken returns the allocator endpoint's token from the Secret the operator created.
+func allocatorToken(t testing.TB) string {
+	t.Helper()
+	var tok string
+	waitFor(t, waitLong, "the allocator token secret", func() (bool, error) {
+		var sec corev1.Secret
+		err := k8s.Get(context.Background(), allocatorTokenSecret, &sec)
+		tok = string(sec.Data[AllocatorTokenSecretKey])
+		return err == nil && tok != "", err
+	})
+	return tok
+}
+
+// postAllocation sends body to the allocator endpoint with the given token and returns the
+// answer's status code and body.
+func postAllocation(t testing.TB, token string, body []byte) (int, []byte) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, allocatorURL, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, raw
+}
+
+// allocateHTTP allocates through the allocator endpoint and returns the result.
+func allocateHTTP(t testing.TB, ns string, spec v1alpha1.GameServerAllocationSpec) v1alpha1.GameServerAllocationStatus {
+	t.Helper()
+	body, err := json.Marshal(v1alpha1.GameServerAllocation{ObjectMeta: metav1.ObjectMeta{Namespace: ns}, Spec: spec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, raw := postAllocation(t, allocatorToken(t), body)
+	var out v1alpha1.GameServerAllocation
+	if err := json.Unmarshal(raw, &out); err != nil || code != http.StatusOK {
+		t.Fatalf("allocator answered %d %s (%v)", code, raw, err)
+	}
+	return out.Status
+}
+
+// waitAllocation waits until a GameServerAllocation has its result.
+func waitAllocation(t testing.TB, a *v1alpha1.GameServerAllocation) v1alpha1.GameServerAllocationStatus {
+	t.Helper()
+	var got v1alpha1.GameServerAllocation
+	waitFor(t, waitLong, "allocation "+a.Name, func() (bool, error) {
+		err := k8s.Get(context.Background(), client.ObjectKeyFromObject(a), &got)
+		return err == nil && got.Status.State != "", err
+	})
+	return got.Status
+}
+
+// TestConcurrentAllocations races 50 allocations for a fleet of 30 Ready servers: exactly 30
+// distinct servers are allocated and 20 requests are cleanly UnAllocated — through the resource,
+// through the endpoint, and split between the endpoint and a second allocator with its own cache
+// (another operator replica).
+func TestConcurrentAllocations(t *testing.T) {
+	const servers, requests = 30, 50
+	tests := []struct {
+		name string
+		// allocate serves request i of fleet in ns.
+		allocate func(t *testing.T, ns string, i int) v1alpha1.GameServerAllocationStatus
+	}{
+		{name: "resource", allocate: func(t *testing.T, ns string, i int) v1alpha1.GameServerAllocationStatus {
+			a := &v1alpha1.GameServerAllocation{
+				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("req-%02d", i)},
+				Spec:       v1alpha1.GameServerAllocationSpec{Fleet: "race"},
+			}
+			if err := k8s.Create(context.Background(), a); err != nil {
+				t.Error(err)
+				return v1alpha1.GameServerAllocationStatus{}
+			}
+			return waitAllocation(t, a)
+		}},
+		{name: "endpoint", allocate: func(t *testing.T, ns string, _ int) v1alpha1.GameServerAllocationStatus {
+			return allocateHTTP(t, ns, v1alpha1.GameServerAllocationSpec{Fleet: "race"})
+		}},
+		{name: "two-replicas", allocate: func(t *testing.T, ns string, i int) v1alpha1.GameServerAllocationStatus {
+			if i%2 == 0 {
+				return allocateHTTP(t, ns, v1alpha1.GameServerAllocationSpec{Fleet: "race"})
+			}
+			st, err := secondAllocator(t).Allocate(context.Background(), ns, v1alpha1.GameServerAllocationSpec{Fleet: "race"}, allocSourceHTTP)
+			if err != nil {
+				t.Error(err)
+			}
+			return st
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ns := newNamespace(t)
+			f := newFleet(ns, "race", servers)
+			if err := k8s.Create(context.Background(), f); err != nil {
+				t.Fatal(err)
+			}
+			_, ready := waitFleet(t, f, fleetCounts{replicas: servers, ready: servers, updated: servers})
+			if tc.name == "two-replicas" {
+				secondAllocator(t)
+			}
+
+			results := make([]v1alpha1.GameServerAllocationStatus, requests)
+			start := make(chan struct{})
+			var wg sync.WaitGroup
+			for i := range requests {
+				wg.Go(func() {
+					<-start
+					results[i] = tc.allocate(t, ns, i)
+				})
+			}
+			close(start)
+			wg.Wait()
+
+			taken := map[string]int{}
+			unallocated := 0
+			for i, st := range results {
+				switch st.State {
+				case v1alpha1.AllocationAllocated:
+					taken[st.GameServerName]++
+					gs := ready[st.GameServerName]
+					if gs == nil || st.Address != gs.Status.Address || st.Port != gs.Status.Port || st.Port == 0 || st.NodeName != testNode {
+						t.Errorf("request %d: %+v does not name a Ready server of the fleet", i, st)
+					}
+				case v1alpha1.AllocationUnAllocated:
+					unallocated++
+					if st.Reason != v1alpha1.AllocationReasonNoReadyServer || st.GameServerName != "" || st.Message == "" {
+						t.Errorf("request %d: %+v", i, st)
+					}
+				default:
+					t.Errorf("request %d: no result %+v", i, st)
+				}
+			}
+			for name, n := range taken {
+				if n != 1 {
+					t.Errorf("server %s allocated %d times", name, n)
+				}
+			}
+			if len(taken) != servers || unallocated != requests-servers {
+				t.Fatalf("%d servers allocated, %d UnAllocated; want %d and %d", len(taken), unallocated, servers, requests-servers)
+			}
+			// The API server agrees, and the fleet keeps them without adding servers.
+			_, after := waitFleet(t, f, fleetCounts{replicas: servers, allocated: servers, updated: servers})
+			for name := range taken {
+				if after[name] == nil || after[name].Status.State != v1alpha1.GameServerStateAllocated {
+					t.Errorf("server %s not Allocated in the API server", name)
+				}
+			}
+		})
+	}
+}
+
+var (
+	secondOnce  sync.Once
+	second      *Allocator
+	secondError error
+)
+
+// secondAllocator is an Allocator with a cache of its own, as another operator replica has.
+func secondAllocator(t *testing.T) *Allocator {
+	t.Helper()
+	secondOnce.Do(func() {
+		c, err := cache.New(restCfg, cache.Options{Scheme: testScheme})
+		if err != nil {
+			secondError = err
+			return
+		}
+		go func() {
+			if err := c.Start(suiteCtx); err != nil {
+				fmt.Println("second allocator cache:", err)
+			}
+		}()
+		ctx, cancel := context.WithTimeout(context.Background(), waitLong)
+		defer cancel()
+		if _, err := c.GetInformer(ctx, &v1alpha1.GameServer{}); err != nil {
+			secondError = err
+			return
+		}
+		if !c.WaitForCacheSync(ctx) {
+			secondError = fmt.Errorf("second allocator cache did not sync")
+			return
+		}
+		second = NewAllocator(c, k8s, k8s)
+	})
+	if secondError != nil {
+		t.Fatal(secondError)
+	}
+	return second
+}
+
+// TestAllocationUnAllocated asks for servers that do not exist or cannot be described: each
+// request is UnAllocated with its reason, through the resource and the endpoint.
+func TestAllocationUnAllocated(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	f := newFleet(ns, "small", 1)
+	if err := k8s.Create(ctx, f); err != nil {
+		t.Fatal(err)
+	}
+	waitFleet(t, f, fleetCounts{replicas: 1, ready: 1, updated: 1})
+	tests := []struct {
+		name   string
+		spec   v1alpha1.GameServerAllocationSpec
+		reason string
+	}{
+		{name: "no such fleet", spec: v1alpha1.GameServerAllocationSpec{Fleet: "other"}, reason: v1alpha1.AllocationReasonNoReadyServer},
+		{name: "no matching labels", spec: v1alpha1.GameServerAllocationSpec{Fleet: "small", Selector: &metav1.LabelSelector{
+			MatchLabels: map[string]string{"mode": "duel"},
+		}}, reason: v1alpha1.AllocationReasonNoReadyServer},
+		{name: "invalid selector", spec: v1alpha1.GameServerAllocationSpec{Selector: &metav1.LabelSelector{
+			MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "mode", Operator: metav1.LabelSelectorOpIn}},
+		}}, reason: v1alpha1.AllocationReasonInvalid},
+	}
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			a := &v1alpha1.GameServerAllocation{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("bad-%d", i)}, Spec: tc.spec}
+			if err := k8s.Create(ctx, a); err != nil {
+				t.Fatal(err)
+			}
+			if st := waitAllocation(t, a); st.State != v1alpha1.AllocationUnAllocated || st.Reason != tc.reason || st.Message == "" {
+				t.Errorf("resource: %+v, want UnAllocated %s", st, tc.reason)
+			}
+			body, err := json.Marshal(v1alpha1.GameServerAllocation{ObjectMeta: metav1.ObjectMeta{Namespace: ns}, Spec: tc.spec})
+			if err != nil {
+				t.Fatal(err)
+			}
+			code, raw := postAllocation(t, allocatorToken(t), body)
+			var out v1alpha1.GameServerAllocation
+			if err := json.Unmarshal(raw, &out); err != nil || out.Status.State != v1alpha1.AllocationUnAllocated || out.Status.Reason != tc.reason {
+				t.Errorf("endpoint: %d %s", code, raw)
+			}
+			if wantCode := map[bool]int{true: http.StatusUnprocessableEntity, false: http.StatusOK}[tc.reason == v1alpha1.AllocationReasonInvalid]; code != wantCode {
+				t.Errorf("endpoint answered %d, want %d", code, wantCode)
+			}
+		})
+	}
+	// The one server is still Ready: nothing above took it.
+	waitFleet(t, f, fleetCounts{replicas: 1, ready: 1, updated: 1})
+}
+
+// TestAllocatorEndpointRefuses sends requests the endpoint must refuse before allocating.
+func TestAllocatorEndpointRefuses(t *testing.T) {
+	token := allocatorToken(t)
+	tests := []struct {
+		name   string
+		method string
+		token  string
+		body   string
+		code   int
+		errSub string
+	}{
+		{name: "no token", method: http.MethodPost, body: `{}`, code: http.StatusUnauthorized},
+		{name: "wrong token", method: http.MethodPost, token: token + "x", body: `{}`, code: http.StatusUnauthorized},
+		{name: "GET", method: http.MethodGet, token: token, code: http.StatusMethodNotAllowed},
+		{name: "not JSON", method: http.MethodPost, token: token, body: `spec: {}`, code: http.StatusBadRequest, errSub: "decode"},
+		{name: "unknown field", method: http.MethodPost, token: token, body: `{"spec":{"fleet":"a","selecter":{}}}`, code: http.StatusBadRequest, errSub: "selecter"},
+		{name: "wrong kind", method: http.MethodPost, token: token, body: `{"kind":"GameServer"}`, code: http.StatusBadRequest, errSub: "kind"},
+		{name: "bad namespace", method: http.MethodPost, token: token, body: `{"metadata":{"namespace":"Not_A_Namespace"}}`, code: http.StatusBadRequest, errSub: "metadata.namespace"},
+		{name: "two values", method: http.MethodPost, token: token, body: `{} {}`, code: http.StatusBadRequest, errSub: "more than one"},
+		{name: "too big", method: http.MethodPost, token: token, body: `{"metadata":{"name":"` + strings.Repeat("a", maxAllocateBody) + `"}}`, code: http.StatusBadRequest},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			req, err := http.NewRequestWithContext(context.Background(), tc.method, allocatorURL, strings.NewReader(tc.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.token != "" {
+				req.Header.Set("Authorization", "Bearer "+tc.token)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = resp.Body.Close() }()
+			var body allocatorError
+			if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+				t.Fatal(err)
+			}
+			if resp.StatusCode != tc.code || body.Error == "" || !strings.Contains(body.Error, tc.errSub) {
+				t.Errorf("answered %d %q, want %d naming %q", resp.StatusCode, body.Error, tc.code, tc.errSub)
+			}
+			if strings.Contains(body.Error, token) {
+				t.Errorf("the answer holds the token")
+			}
+		})
+	}
+}
+
+// invalidFleets are Fleets the API server must refuse, each with the field its error names.
+var invalidFleets = []struct {
+	name  string
+	field string
+	edit  func(f *v1alpha1.Fleet)
+}{
+	{name: "negative replicas", field: "spec.replicas", edit: func(f *v1alpha1.Fleet) { f.Spec.Replicas = -1 }},
+	{name: "too many replicas", field: "spec.replicas", edit: func(f *v1alpha1.Fleet) { f.Spec.Replicas = 10001 }},
+	{name: "unknown strategy", field: "spec.strategy.type", edit: func(f *v1alpha1.Fleet) { f.Spec.Strategy.Type = "BlueGreen" }},
+	{name: "rollingUpdate with Recreate", field: "spec.strategy.rollingUpdate", edit: func(f *v1alpha1.Fleet) {
+		f.Spec.Strategy = v1alpha1.FleetStrategy{Type: v1alpha1.FleetStrategyRecreate, RollingUpdate: &v1alpha1.RollingUpdateFleetStrategy{}}
+	}},
+	{name: "maxSurge not a number", field: "spec.strategy.rollingUpdate.maxSurge", edit: func(f *v1alpha1.Fleet) {
+		f.Spec.Strategy.RollingUpdate = &v1alpha1.RollingUpdateFleetStrategy{MaxSurge: ptrIntStr("lots")}
+	}},
+	{name: "maxUnavailable over 100%", field: "spec.strategy.rollingUpdate.maxUnavailable", edit: func(f *v1alpha1.Fleet) {
+		f.Spec.Strategy.RollingUpdate = &v1alpha1.RollingUpdateFleetStrategy{MaxUnavailable: ptrIntStr("150%")}
+	}},
+	{name: "maxUnavailable negative", field: "spec.strategy.rollingUpdate.maxUnavailable", edit: func(f *v1alpha1.Fleet) {
+		f.Spec.Strategy.RollingUpdate = &v1alpha1.RollingUpdateFleetStrategy{MaxUnavailable: ptrIntNum(-1)}
+	}},
+	{name: "both bounds zero", field: "spec.strategy.rollingUpdate.maxUnavailable", edit: func(f *v1alpha1.Fleet) {
+		f.Spec.Strategy.RollingUpdate = &v1alpha1.RollingUpdateFleetStrategy{MaxSurge: ptrIntStr("0%"), MaxUnavailable: ptrIntNum(0)}
+	}},
+	{name: "name too long for a label", field: "metadata.name", edit: func(f *v1alpha1.Fleet) { f.Name = strings.Repeat("f", 64) }},
+	{name: "template without ports", field: "spec.template.spec.ports", edit: func(f *v1alpha1.Fleet) { f.Spec.Template.Spec.Ports = []v1alpha1.GameServerPort{} }},
+	{name: "template netcode out of range", field: "spec.template.spec.netcode.tickRateHz", edit: func(f *v1alpha1.Fleet) {
+		f.Spec.Template.Spec.Netcode.TickRateHz = 200
+	}},
+	{name: "template minSendHz above tickRateHz", field: "spec.template.spec.netcode.congestion.minSendHz", edit: func(f *v1alpha1.Fleet) {
+		f.Spec.Template.Spec.Netcode.TickRateHz, f.Spec.Template.Spec.Netcode.Congestion.MinSendHz = 30, 40
+	}},
+}
+
+// TestFleetCRDValidation creates each invalid Fleet on the real API server: each is refused with
+// the offending field named. A valid Fleet may change what a GameServer may not (its ports), and
+// a GameServerAllocation cannot change at all.
+func TestFleetCRDValidation(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	for i, tc := range invalidFleets {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFleet(ns, fmt.Sprintf("bad-%d", i), 0)
+			tc.edit(f)
+			err := k8s.Create(ctx, f)
+			if err == nil || !strings.Contains(err.Error(), tc.field) {
+				t.Errorf("got %v, want Invalid naming %s", err, tc.field)
+			}
+		})
+	}
+
+	f := newFleet(ns, "editable", 0)
+	if err := k8s.Create(ctx, f); err != nil {
+		t.Fatal(err)
+	}
+	got := getFleet(t, f)
+	if got.Spec.Strategy.Type != v1alpha1.FleetStrategyRollingUpdate {
+		t.Errorf("strategy not defaulted: %+v", got.Spec.Strategy)
+	}
+	editFleet(t, f, func(f *v1alpha1.Fleet) {
+		f.Spec.Template.Spec.Ports[0].ContainerPort = 7000
+		f.Spec.Template.Spec.AdminPort = 9100
+	})
+
+	a := &v1alpha1.GameServerAllocation{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "fixed"}, Spec: v1alpha1.GameServerAllocationSpec{Fleet: "editable"}}
+	if err := k8s.Create(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(a), a); err != nil {
+			return err
+		}
+		a.Spec.Fleet = "other"
+		return k8s.Update(ctx, a)
+	})
+	if err == nil || !strings.Contains(err.Error(), "spec is immutable") {
+		t.Errorf("allocation spec edit: %v", err)
+	}
+	bad := &v1alpha1.GameServerAllocation{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bad-fleet"}, Spec: v1alpha1.GameServerAllocationSpec{Fleet: "Not_A_Name"}}
+	if err := k8s.Create(ctx, bad); err == nil || !strings.Contains(err.Error(), "spec.fleet") {
+		t.Errorf("allocation with a bad fleet name: %v", err)
+	}
+}
+
+func ptrIntStr(s string) *intstr.IntOrString { v := intstr.FromString(s); return &v }
+
+func ptrIntNum(n int32) *intstr.IntOrString { v := intstr.FromInt32(n); return &v }
