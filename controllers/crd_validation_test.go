@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/netfleet/netfleet/api/netcode"
@@ -201,9 +202,12 @@ func TestCRDDefaultsAndImmutability(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			edit := getGS(t, gs)
-			tc.edit(edit)
-			err := k8s.Update(ctx, edit)
+			// Retried while the operator's status writes race the update.
+			err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+				edit := getGS(t, gs)
+				tc.edit(edit)
+				return k8s.Update(ctx, edit)
+			})
 			if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), tc.field) {
 				t.Errorf("got %v, want Invalid naming %s", err, tc.field)
 			}

@@ -237,9 +237,9 @@ func TestSilentRestartCaughtByVerify(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := waitApplied(t, gs, v1alpha1.GameServerStateReady)
-	run := kube.pod(client.ObjectKeyFromObject(gs))
-	if got.Status.Address != run.ip || got.Status.Port != netcode.DefaultGamePort {
-		t.Errorf("no host port: address %s:%d, want %s:%d", got.Status.Address, got.Status.Port, run.ip, netcode.DefaultGamePort)
+	ip, _ := kube.pod(client.ObjectKeyFromObject(gs)).endpoint()
+	if got.Status.Address != ip || got.Status.Port != netcode.DefaultGamePort {
+		t.Errorf("no host port: address %s:%d, want %s:%d", got.Status.Address, got.Status.Port, ip, netcode.DefaultGamePort)
 	}
 	p, err := kube.restart(ctx, client.ObjectKeyFromObject(gs), false)
 	if err != nil {
@@ -383,7 +383,8 @@ func TestAdminRefusesBadPushes(t *testing.T) {
 	run := kube.pod(client.ObjectKeyFromObject(gs))
 	p := run.current()
 	_, applied := p.rt.current()
-	endpoint := net.JoinHostPort(run.ip, strconv.Itoa(run.port))
+	ip, port := run.endpoint()
+	endpoint := net.JoinHostPort(ip, strconv.Itoa(port))
 	pusher := NewPusher(5 * time.Second)
 	gen := got.Generation
 	bad := netcode.NetcodeConfig{

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -102,6 +103,13 @@ type podRun struct {
 	probe chan struct{}
 }
 
+// endpoint is the Pod's IP and admin port.
+func (p *podRun) endpoint() (string, int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.ip, p.port
+}
+
 func (p *podRun) current() *proc {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -145,10 +153,9 @@ func (k *kubelet) start(ctx context.Context, informers cache.Cache) error {
 			k.mu.Unlock()
 			return
 		}
-		// Addresses 127.<subnet>.0.0/16, one per Pod, clear of 127.0.0.1.
 		n := k.nextIP
 		k.nextIP++
-		run := &podRun{key: key, ip: fmt.Sprintf("127.%d.%d.%d", k.subnet, n/250, n%250+1), probe: make(chan struct{}, 1)}
+		run := &podRun{key: key, ip: k.address(n), probe: make(chan struct{}, 1)}
 		k.pods[key] = run
 		k.mu.Unlock()
 		go k.runPod(ctx, run, pod.DeepCopy())
@@ -194,7 +201,10 @@ func (k *kubelet) runPod(ctx context.Context, run *podRun, pod *corev1.Pod) {
 	for _, e := range c.Env {
 		switch {
 		case e.Name == netcode.EnvAdminPort:
-			run.port, _ = strconv.Atoi(e.Value)
+			port, _ := strconv.Atoi(e.Value)
+			run.mu.Lock()
+			run.port = port
+			run.mu.Unlock()
 		case e.Name == netcode.EnvAdminToken && e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil:
 			// Resolve the reference as the kubelet does when it starts the container.
 			var sec corev1.Secret
@@ -206,11 +216,16 @@ func (k *kubelet) runPod(ctx context.Context, run *podRun, pod *corev1.Pod) {
 			run.token = string(sec.Data[ref.Key])
 		}
 	}
-	if run.port == 0 || run.token == "" {
+	if _, port := run.endpoint(); port == 0 || run.token == "" {
 		k.fail(fmt.Errorf("pod %s: no admin port or token in the environment", run.key))
 		return
 	}
-	if err := k.startProc(ctx, run); err != nil {
+	ln, err := k.claimAddress(run)
+	if err != nil {
+		k.fail(err)
+		return
+	}
+	if err := k.startProc(ctx, run, ln); err != nil {
 		k.fail(err)
 		return
 	}
@@ -219,6 +234,33 @@ func (k *kubelet) runPod(ctx context.Context, run *podRun, pod *corev1.Pod) {
 		return
 	}
 	k.probeLoop(ctx, run)
+}
+
+// claimAddress binds the Pod's admin port on its address. Should another test binary hold that
+// address, the Pod gets the next one: the Pod IP is reported only after this.
+func (k *kubelet) claimAddress(run *podRun) (net.Listener, error) {
+	for try := 0; ; try++ {
+		ip, port := run.endpoint()
+		ln, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(port)))
+		if err == nil {
+			return ln, nil
+		}
+		if !errors.Is(err, syscall.EADDRINUSE) || try == 20 {
+			return nil, fmt.Errorf("pod %s: listen: %w", run.key, err)
+		}
+		k.mu.Lock()
+		n := k.nextIP
+		k.nextIP++
+		k.mu.Unlock()
+		run.mu.Lock()
+		run.ip = k.address(n)
+		run.mu.Unlock()
+	}
+}
+
+// address is the n-th Pod address, in 127.<subnet>.0.0/16, clear of 127.0.0.1.
+func (k *kubelet) address(n int) string {
+	return fmt.Sprintf("127.%d.%d.%d", k.subnet, n/250, n%250+1)
 }
 
 func (k *kubelet) bind(ctx context.Context, pod *corev1.Pod) error {
@@ -232,25 +274,25 @@ func (k *kubelet) bind(ctx context.Context, pod *corev1.Pod) error {
 	return nil
 }
 
-// startProc starts a new process (a new admin.Server, so a new instance id) for the Pod.
-func (k *kubelet) startProc(ctx context.Context, run *podRun) error {
+// startProc starts a new process (a new admin.Server, so a new instance id) for the Pod, serving
+// on ln, or on the Pod's address when ln is nil (a restart).
+func (k *kubelet) startProc(ctx context.Context, run *podRun, ln net.Listener) error {
 	rt := newMemRuntime()
 	srv, err := admin.New(rt, admin.Options{Token: run.token})
 	if err != nil {
 		return fmt.Errorf("pod %s: %w", run.key, err)
 	}
-	addr := net.JoinHostPort(run.ip, strconv.Itoa(run.port))
-	var ln net.Listener
+	ip, port := run.endpoint()
+	addr := net.JoinHostPort(ip, strconv.Itoa(port))
 	// The previous process's socket may linger a moment after it stopped.
-	for try := 0; ; try++ {
+	for try := 0; ln == nil; try++ {
 		ln, err = net.Listen("tcp", addr)
-		if err == nil {
-			break
-		}
-		if try == 50 {
+		if err != nil && try == 50 {
 			return fmt.Errorf("pod %s: listen %s: %w", run.key, addr, err)
 		}
-		time.Sleep(20 * time.Millisecond)
+		if err != nil {
+			time.Sleep(20 * time.Millisecond)
+		}
 	}
 	pctx, cancel := context.WithCancel(ctx)
 	p := &proc{rt: rt, srv: srv, cancel: cancel, done: make(chan struct{})}
@@ -280,8 +322,9 @@ func (k *kubelet) report(ctx context.Context, run *podRun, phase corev1.PodPhase
 		}
 		base := pod.DeepCopy()
 		pod.Status.Phase = phase
-		pod.Status.PodIP, pod.Status.HostIP = run.ip, "127.0.0.1"
-		pod.Status.PodIPs = []corev1.PodIP{{IP: run.ip}}
+		ip, _ := run.endpoint()
+		pod.Status.PodIP, pod.Status.HostIP = ip, "127.0.0.1"
+		pod.Status.PodIPs = []corev1.PodIP{{IP: ip}}
 		pod.Status.HostIPs = []corev1.HostIP{{IP: "127.0.0.1"}}
 		if pod.Status.StartTime == nil {
 			pod.Status.StartTime = &now
@@ -321,7 +364,8 @@ func (k *kubelet) report(ctx context.Context, run *podRun, phase corev1.PodPhase
 // waits until a restart asks for probing again.
 func (k *kubelet) probeLoop(ctx context.Context, run *podRun) {
 	hc := &http.Client{Timeout: time.Second}
-	url := "http://" + net.JoinHostPort(run.ip, strconv.Itoa(run.port)) + netcode.PathReadyz
+	ip, port := run.endpoint()
+	url := "http://" + net.JoinHostPort(ip, strconv.Itoa(port)) + netcode.PathReadyz
 	for {
 		// Probe soon after start, then less often, as many Pods may wait for their first push.
 		for ready, wait := false, 50*time.Millisecond; !ready; wait = min(wait*3/2, time.Second) {
@@ -362,7 +406,7 @@ func (k *kubelet) restart(ctx context.Context, key types.NamespacedName, visible
 	old := run.current()
 	old.cancel()
 	<-old.done
-	if err := k.startProc(ctx, run); err != nil {
+	if err := k.startProc(ctx, run, nil); err != nil {
 		return nil, err
 	}
 	if visible {
