@@ -45,9 +45,10 @@ func adminPort(gs *v1alpha1.GameServer) int32 {
 }
 
 // buildPod returns the game server's Pod: the template, named after the GameServer and labeled
-// with it, with the game-server container given the game ports (hostPorts holds the host port of
-// each Static or Dynamic port by name), the admin port, the NETFLEET_* environment and a readiness
-// probe on /readyz. The owner reference is the caller's to set.
+// with it (and with its fleet, if any), with the game-server container given the game ports
+// (hostPorts holds the host port of each Static or Dynamic port by name), the admin port, the
+// NETFLEET_* environment and a readiness probe on /readyz. The owner reference is the caller's
+// to set.
 func buildPod(gs *v1alpha1.GameServer, hostPorts map[string]int32) (*corev1.Pod, error) {
 	if len(gs.Spec.Ports) == 0 {
 		return nil, fmt.Errorf("spec.ports is empty")
@@ -64,6 +65,11 @@ func buildPod(gs *v1alpha1.GameServer, hostPorts map[string]int32) (*corev1.Pod,
 		pod.Labels = map[string]string{}
 	}
 	pod.Labels[v1alpha1.LabelGameServer] = gs.Name
+	// The fleet label lets a scrape config label the Pod's metrics with its fleet
+	// (docs/observability.md).
+	if fleet, ok := gs.Labels[v1alpha1.LabelFleet]; ok {
+		pod.Labels[v1alpha1.LabelFleet] = fleet
+	}
 
 	c := &pod.Spec.Containers[idx]
 	admin := adminPort(gs)

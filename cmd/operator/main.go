@@ -18,6 +18,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/netfleet/netfleet/api/v1alpha1"
@@ -113,6 +114,9 @@ func run() error {
 		if err := mgr.Add(controllers.NewAllocatorServer(alloc, mgr.GetAPIReader(), mgr.GetClient(), allocOpts)); err != nil {
 			return fmt.Errorf("add allocator endpoint: %w", err)
 		}
+	}
+	if err := ctrlmetrics.Registry.Register(controllers.NewStateCollector(mgr.GetClient())); err != nil {
+		return fmt.Errorf("register state metrics: %w", err)
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return fmt.Errorf("add healthz check: %w", err)
