@@ -200,8 +200,12 @@ func (s swarm) views() []map[uint16]client.Entity {
 	out := make([]map[uint16]client.Entity, len(s))
 	for i, bt := range s {
 		out[i] = map[uint16]client.Entity{}
+		// Range also yields entries a RESET freed (they keep their alive flag until reused), so
+		// every id is looked up again by Entity, which sees only live ones.
 		bt.cl.Range(func(e client.Entity) bool {
-			out[i][e.ID] = e
+			if cur, ok := bt.cl.Entity(e.ID); ok {
+				out[i][e.ID] = cur
+			}
 			return true
 		})
 	}

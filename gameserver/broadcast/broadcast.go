@@ -13,7 +13,6 @@ import (
 	"github.com/netfleet/netfleet/gameserver/enet"
 	"github.com/netfleet/netfleet/gameserver/protocol"
 	"github.com/netfleet/netfleet/gameserver/session"
-	"github.com/netfleet/netfleet/gameserver/snapshot"
 	"github.com/netfleet/netfleet/gameserver/world"
 )
 
@@ -71,6 +70,12 @@ type Options struct {
 	// OnTick, if set, is called on the tick goroutine after every tick. It must not block, and
 	// should not allocate, since it runs on the hot path.
 	OnTick func(TickStats)
+	// OnSecond, if set, is called on the tick goroutine once a second with every peer's figures
+	// and the server's pools and transport counters. It must not block or keep the slice.
+	OnSecond func(Second)
+	// OnPeerEnd, if set, is called on the tick goroutine when a session ends, with its last
+	// figures, so per-peer series can be dropped. It must not block.
+	OnPeerEnd func(PeerEnd)
 }
 
 // TickStats describe one tick.
@@ -82,6 +87,8 @@ type TickStats struct {
 	Work, Late time.Duration
 	// Peers is the number of connected peers.
 	Peers int
+	// Overloaded reports that the server runs in overload mode (see Overload).
+	Overloaded bool
 }
 
 // Broadcaster is a game server's tick loop: it owns the ENet host, the world and every peer's
@@ -103,8 +110,11 @@ type Broadcaster struct {
 	peers    []enet.Peer        // by peer slot, valid while the session is active
 	connData []uint32           // by peer slot: the data the peer connected with
 	live     int
-	snaps    *snapshot.Pool
+	states   *session.StatePool
+	policy   session.StatePolicy
 	frames   *session.FramePool
+	inboxes  int64 // bytes of the active sessions' inboxes, charged to the ingress pool
+	load     overload
 	ev       enet.Event
 	input    func([]byte) // applies one COMMAND payload to inputFor
 	inputFor world.ID
@@ -117,6 +127,8 @@ type Broadcaster struct {
 	current atomic.Pointer[netcode.NetcodeConfig] // b.cfg, for readers off the tick loop
 	clock   time.Time                             // monotonic origin of Now.Nanos
 	created transportLimits
+	refused uint64 // peers turned away for want of room
+	obs     observer
 }
 
 // transportLimits are the limits the ENet host was created with; ENet cannot change them live.
@@ -157,7 +169,7 @@ func New(opts Options) (*Broadcaster, error) {
 	if err != nil {
 		return nil, fmt.Errorf("broadcast: %w", err)
 	}
-	snaps, err := snapshot.NewPool(w, scfg.Snapshot, 0)
+	states, err := session.NewStatePool(w, scfg.Snapshot, cfg.Memory.StatePoolBudgetBytes)
 	if err != nil {
 		return nil, fmt.Errorf("broadcast: %w", err)
 	}
@@ -192,13 +204,14 @@ func New(opts Options) (*Broadcaster, error) {
 		sessions: make([]*session.Session, opts.MaxPeers),
 		peers:    make([]enet.Peer, opts.MaxPeers),
 		connData: make([]uint32, opts.MaxPeers),
-		snaps:    snaps,
+		states:   states,
 		frames:   session.NewFramePool(cfg.Memory.FramePoolBudgetBytes, int(cfg.Backpressure.FrameBytes)),
 		reqs:     make(chan request),
 		stopReq:  make(chan context.Context),
 		done:     make(chan struct{}),
 		clock:    time.Now(),
 		created:  limits,
+		obs:      newObserver(opts, opts.MaxPeers),
 	}
 	if b.log == nil {
 		b.log = slog.New(slog.DiscardHandler)
@@ -208,6 +221,10 @@ func New(opts Options) (*Broadcaster, error) {
 	}
 	b.current.Store(cfg.DeepCopy())
 	b.input = b.applyInput
+	if err := b.Validate(cfg); err != nil {
+		b.host.Destroy()
+		return nil, fmt.Errorf("broadcast: initial config: %w", err)
+	}
 	return b, nil
 }
 
@@ -272,9 +289,12 @@ func (b *Broadcaster) Run() error {
 		start := time.Now()
 		late := start.Sub(next)
 		b.tick(start)
+		work := time.Since(start)
+		b.load.observe(work, late, b.period, int(b.cfg.TickRateHz))
 		if b.onTick != nil {
-			b.onTick(TickStats{Tick: b.ticks.Load(), Work: time.Since(start), Late: late, Peers: b.live})
+			b.onTick(TickStats{Tick: b.ticks.Load(), Work: work, Late: late, Peers: b.live, Overloaded: b.load.on})
 		}
+		b.publishSecond(start)
 		// A loop that fell more than a tick behind starts afresh rather than running a burst of
 		// ticks to catch up.
 		if late > b.period {
@@ -346,7 +366,7 @@ func (b *Broadcaster) serveRequests() {
 
 // now is the time of the current tick as sessions see it.
 func (b *Broadcaster) now(t time.Time) session.Now {
-	return session.Now{Tick: uint64(b.world.Tick()), UnixMs: t.UnixMilli(), Nanos: int64(t.Sub(b.clock))}
+	return session.Now{Tick: uint64(b.world.Tick()), UnixMs: t.UnixMilli(), Nanos: int64(t.Sub(b.clock)), Overloaded: b.load.on}
 }
 
 // handle processes one ENet event.
@@ -361,6 +381,7 @@ func (b *Broadcaster) handle(ev *enet.Event) {
 		b.connect(ev.Peer, ev.Data)
 	case enet.EventDisconnect:
 		if s.Active() {
+			b.peerEnded(slot, 0)
 			b.end(slot)
 			b.log.Debug("peer disconnected", "slot", slot, "data", ev.Data)
 		}
@@ -372,22 +393,31 @@ func (b *Broadcaster) handle(ev *enet.Event) {
 	}
 }
 
-// connect starts a session for a peer that completed its handshake: an avatar in the world, a
-// replication state from the pool, the link settings.
+// connect starts a session for a peer that completed its handshake: an avatar in the world,
+// replication state and an inbox from their pools, the link settings. A peer the pools or the
+// world have no room for is refused with protocol.CloseStalled (1013, try again later).
 func (b *Broadcaster) connect(p enet.Peer, data uint32) {
 	slot := p.Slot()
-	avatar, err := b.world.AddAvatar()
-	if err != nil {
-		b.log.Warn("peer refused: no room in the world", "slot", slot, "error", err)
-		p.Disconnect(protocol.CloseStalled)
+	if b.inboxes+int64(b.cfg.Memory.MaxPendingBytesPerConnection) > b.cfg.Memory.IngressPoolBudgetBytes {
+		b.refuse(p, "the ingress pool is exhausted")
 		return
 	}
-	snap := b.snaps.Get()
-	if err := b.sessions[slot].Start(slot, snap, avatar, b.now(time.Now())); err != nil {
-		b.snaps.Put(snap)
+	snap := b.states.Get(b.policy.InUse())
+	if snap == nil {
+		b.refuse(p, "the state pool is exhausted")
+		return
+	}
+	avatar, err := b.world.AddAvatar()
+	if err != nil {
+		b.states.Put(snap, b.policy.InUse())
+		b.refuse(p, "the world is full")
+		return
+	}
+	s := b.sessions[slot]
+	if err := s.Start(slot, snap, avatar, session.DeclaredRateClass(data), b.now(time.Now())); err != nil {
+		b.states.Put(snap, b.policy.InUse())
 		b.world.Remove(avatar)
-		b.log.Error("peer refused: session config", "slot", slot, "error", err)
-		p.Disconnect(protocol.CloseStalled)
+		b.refuse(p, err.Error())
 		return
 	}
 	p.SetPingInterval(PingInterval)
@@ -395,21 +425,31 @@ func (b *Broadcaster) connect(p enet.Peer, data uint32) {
 	// controller and the pacer decide what is sent, so ENet's is pinned open.
 	p.ConfigureThrottle(enetThrottleInterval, 2, 0)
 	b.peers[slot], b.connData[slot] = p, data
+	b.inboxes += int64(s.MemoryUsage().Inbox)
 	b.live++
 	b.log.Debug("peer connected", "slot", slot, "address", p.Address().String())
+}
+
+// refuse turns a connected peer away with 1013.
+func (b *Broadcaster) refuse(p enet.Peer, why string) {
+	b.refused++
+	b.log.Debug("peer refused", "slot", p.Slot(), "reason", why)
+	p.Disconnect(protocol.CloseStalled)
 }
 
 // end stops the session in slot: its avatar leaves the world and its state returns to the pools.
 func (b *Broadcaster) end(slot int) {
 	s := b.sessions[slot]
 	b.world.Remove(s.Focus())
-	b.snaps.Put(s.End())
+	b.inboxes -= int64(s.MemoryUsage().Inbox)
+	b.states.Put(s.End(), b.policy.InUse())
 	b.peers[slot] = enet.Peer{}
 	b.live--
 }
 
 // close disconnects the peer in slot with code and ends its session.
 func (b *Broadcaster) close(slot int, code uint32) {
+	b.peerEnded(slot, code)
 	b.peers[slot].Disconnect(code)
 	b.end(slot)
 	b.log.Debug("peer closed", "slot", slot, "code", code)
@@ -439,6 +479,7 @@ func (b *Broadcaster) tick(start time.Time) {
 			b.close(slot, r.CloseCode)
 		}
 	}
+	b.policy.Step(now.Tick, int(b.cfg.TickRateHz), b.sessions, b.states)
 	b.host.Flush()
 	b.ticks.Add(1)
 }

@@ -21,10 +21,14 @@
 //	b.Peers(nil)            // per-peer rate, loss, RTT, throttle, bytes, state (admin API)
 //	b.PeerStats(nil)        // every session's Stats, Counters and MemoryUsage (metrics, load tools)
 //	b.Apply(ctx, newCfg)    // live config, installed at a tick boundary
+//	b.SetPeerBudget(ctx, slot, bytesPerSecond) // one peer's byte rate
+//	b.SetPeerRateClass(ctx, slot, 4)           // one peer's declared rate class
 //	b.Stop(ctx)             // 1001 to every peer, wait briefly for acknowledgements, destroy the host
 //
-// Broadcaster implements admin.Runtime. Options.OnTick observes every tick's duration on the tick
-// goroutine.
+// Broadcaster implements admin.Runtime. Three hooks run on the tick goroutine, for metrics:
+// Options.OnTick after every tick (its duration, lateness, peer count, overload), Options.OnSecond
+// once a second (every peer's Stats, Counters and MemoryUsage, the pools, the transport's
+// counters), Options.OnPeerEnd when a session ends (its last figures and close code).
 //
 // # Client contract
 //
@@ -39,13 +43,39 @@
 // cadence, and ENet's own unreliable throttle is pinned open: the congestion controller and the
 // pacer decide what is sent, not ENet's RTT-jitter heuristic.
 //
+// # Load and memory
+//
+// The loop enters overload mode when its ticks run late (work over 90% of the period, or a start
+// more than a period late, three ticks in a row) and leaves it after a second of calm ticks (work
+// under half the period): in overload every session is served a detail level lower and declared
+// rate classes half as often. Every peer's frames come from one frame pool, its replication state
+// from one state pool and its inbox from the ingress pool (memory.*PoolBudgetBytes); a connection
+// that does not fit is refused with 1013. The per-source connect limiter of the transport is set
+// from ingress.connectsPerSecondPerHost and ingress.connectBurstPerHost; attempts over it never
+// cost a peer slot and are counted (Second.ConnectRefusals).
+//
+// What one peer can make the server hold on receive is at most
+//
+//	memory.maxPendingBytesPerConnection            its inbox of COMMANDs (Go memory)
+//	+ memory.maxParkedBytesPerConnection + L       ENet's waiting data: ENet refuses a packet
+//	                                               once a peer's waiting data reaches the limit,
+//	                                               so one packet of at most L can overshoot it
+//	+ L                                            the one packet being handed to the session
+//
+// of payload, where L = max(memory.maxInboundMessageBytes, 1380) is the transport's packet limit
+// (ENet applies one limit to both directions, and snapshot packets reach 1380 bytes); a message
+// over memory.maxInboundMessageBytes is dropped by the session. With the defaults that is
+// 16384 + 262144 + 2 * 1380 = 281288 bytes.
+//
 // # Live reconfiguration
 //
 // Apply validates a config with the netcode rules and this server's own invariants (Validate) and
 // installs it between two ticks, returning once it runs; a refused config keeps the running one.
-// ENet cannot change its packet-size and waiting-data limits on a live host, so a config that
-// raises memory.maxInboundMessageBytes above the transport's limit or changes
-// memory.maxParkedBytesPerConnection is refused, naming the field.
+// The invariants: ENet cannot change its packet-size and waiting-data limits on a live host, so a
+// config that raises memory.maxInboundMessageBytes above the transport's limit or changes
+// memory.maxParkedBytesPerConnection is refused; the push log must fit the world's state history
+// (backpressure.pushLogTicks at most HistoryTicks - 8); the state pool must hold one session's
+// base state and the ingress pool one session's inbox. Each refusal names the field.
 //
 // It imports the transport (enet), the world, and the session, snapshot and protocol packages; it
 // must not import the admin API or the metrics (they plug in through Runtime and OnTick).

@@ -2,6 +2,7 @@ package broadcast
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -10,8 +11,9 @@ import (
 )
 
 // Validate judges cfg as Apply would, without installing it: netcode's rules (the CRD's), then
-// the invariants of this running server. It returns nil or a *netcode.ValidationError naming
-// every refused field.
+// the invariants of this running server — what the transport can change live, that the push log
+// fits the world's state history, that each pool holds at least one session. It returns nil or a
+// *netcode.ValidationError naming every refused field.
 func (b *Broadcaster) Validate(cfg netcode.NetcodeConfig) error {
 	if err := cfg.Validate(); err != nil {
 		return err
@@ -32,11 +34,26 @@ func (b *Broadcaster) Validate(cfg netcode.NetcodeConfig) error {
 	rule(d.Memory.MaxParkedBytesPerConnection == int32(created.maxWaiting), "memory.maxParkedBytesPerConnection",
 		"memory.maxParkedBytesPerConnection cannot change while the server runs (the transport holds %d per peer); restart the server to change it",
 		created.maxWaiting)
+	// The push log is the world's state history: a skipped session's union is replayed as deltas
+	// against baselines the history still holds, and the replication state copies a baseline out
+	// of it only once it is storeAge ticks old. A longer log would replay past the history.
+	history := b.world.Config().HistoryTicks
+	rule(int(d.Backpressure.PushLogTicks) <= history-pushLogMargin, "backpressure.pushLogTicks",
+		"backpressure.pushLogTicks must be at most %d: the world keeps %d ticks of state history, %d of which a baseline needs before it is stored",
+		history-pushLogMargin, history, pushLogMargin)
+	rule(d.Memory.StatePoolBudgetBytes >= int64(b.states.BaseBytes()), "memory.statePoolBudgetBytes",
+		"memory.statePoolBudgetBytes must hold one session's replication state (%d bytes in this world)", b.states.BaseBytes())
+	rule(d.Memory.IngressPoolBudgetBytes >= int64(d.Memory.MaxPendingBytesPerConnection), "memory.ingressPoolBudgetBytes",
+		"memory.ingressPoolBudgetBytes must hold one session's inbox (memory.maxPendingBytesPerConnection)")
 	if len(errs) > 0 {
 		return &netcode.ValidationError{Fields: errs}
 	}
 	return nil
 }
+
+// pushLogMargin is the age at which the replication state copies a baseline out of the world's
+// history (snapshot's storeAge).
+const pushLogMargin = 8
 
 // Apply validates cfg (Validate) and installs it at the next tick boundary: every session's
 // controller, pacer, budgets and replication settings, the frame pool, the transport's connect
@@ -68,6 +85,7 @@ func (b *Broadcaster) install(d netcode.NetcodeConfig, scfg session.Config) erro
 		}
 	}
 	b.frames.Configure(d.Memory.FramePoolBudgetBytes, int(d.Backpressure.FrameBytes))
+	b.states.Configure(d.Memory.StatePoolBudgetBytes, scfg.Snapshot)
 	if err := b.host.SetConnectRate(float64(d.Ingress.ConnectsPerSecondPerHost), int(d.Ingress.ConnectBurstPerHost)); err != nil {
 		return fmt.Errorf("broadcast: install config: %w", err)
 	}
@@ -119,9 +137,44 @@ func (b *Broadcaster) PeerStats(dst []PeerStat) []PeerStat {
 	_ = b.call(context.Background(), func() {
 		for _, s := range b.sessions {
 			if s.Active() {
-				dst = append(dst, PeerStat{Stats: s.Stats(), Counters: s.Counters(), Memory: s.MemoryUsage()})
+				dst = append(dst, statOf(s))
 			}
 		}
 	})
 	return dst
+}
+
+// ErrNoPeer is returned for a slot that holds no connected peer.
+var ErrNoPeer = errors.New("broadcast: no connected peer in that slot")
+
+// SetPeerBudget sets the byte rate of the peer in slot, overriding budget.sessionBytesPerSecond
+// until it disconnects (0 is unlimited, negative restores the config's). A rate too small for
+// what the peer has to send moves it up the detail levels; it never loses state.
+func (b *Broadcaster) SetPeerBudget(ctx context.Context, slot int, bytesPerSecond int) error {
+	return b.onPeer(ctx, slot, func(s *session.Session) { s.SetBytesPerSecond(bytesPerSecond) })
+}
+
+// SetPeerRateClass declares the rate class of the peer in slot (1, 2 or 4), as its profile
+// would; a peer can also declare one when it connects (session.ConnectDataRateClass).
+func (b *Broadcaster) SetPeerRateClass(ctx context.Context, slot int, class int) error {
+	return b.onPeer(ctx, slot, func(s *session.Session) { s.SetRateClass(class) })
+}
+
+func (b *Broadcaster) onPeer(ctx context.Context, slot int, fn func(*session.Session)) error {
+	if slot < 0 || slot >= len(b.sessions) {
+		return fmt.Errorf("%w: slot %d", ErrNoPeer, slot)
+	}
+	found := false
+	if err := b.call(ctx, func() {
+		if s := b.sessions[slot]; s.Active() {
+			fn(s)
+			found = true
+		}
+	}); err != nil {
+		return err
+	}
+	if !found {
+		return fmt.Errorf("%w: slot %d", ErrNoPeer, slot)
+	}
+	return nil
 }

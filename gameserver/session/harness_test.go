@@ -50,11 +50,14 @@ type peer struct {
 	cl   *client.Client
 	out  recorder
 	link Link
-	// deliver: the client receives what the session sends (else it is lost on the way).
+	// deliver: the client receives what the session sends; else snapshots are lost on the way
+	// and reliable messages wait.
 	deliver bool
-	// ack: the client acknowledges and pings.
-	ack bool
-	buf []byte
+	// ack: the client acknowledges what it received; ping: it pings at 4 Hz.
+	ack, ping bool
+	// backlog holds reliable messages not delivered yet.
+	backlog [][]byte
+	buf     []byte
 }
 
 type harness struct {
@@ -67,6 +70,10 @@ type harness struct {
 	nowMs  int64
 	nanos  int64
 	dt     float32
+	// overloaded is passed to every session as the server's load.
+	overloaded bool
+	// afterTick, if set, runs after every session ticked.
+	afterTick func()
 }
 
 func newHarness(t testing.TB, wcfg world.Config, nc netcode.NetcodeConfig, radius float32) *harness {
@@ -86,10 +93,18 @@ func newHarness(t testing.TB, wcfg world.Config, nc netcode.NetcodeConfig, radiu
 	}
 }
 
-func (h *harness) now() Now { return Now{Tick: h.tick, UnixMs: h.nowMs, Nanos: h.nanos} }
+func (h *harness) now() Now {
+	return Now{Tick: h.tick, UnixMs: h.nowMs, Nanos: h.nanos, Overloaded: h.overloaded}
+}
 
 // addPeer starts a session for a new avatar; its client receives and acknowledges everything.
 func (h *harness) addPeer() *peer {
+	h.t.Helper()
+	return h.addPeerClass(1)
+}
+
+// addPeerClass starts a session that declared a rate class.
+func (h *harness) addPeerClass(class int) *peer {
 	h.t.Helper()
 	avatar, err := h.w.AddAvatar()
 	if err != nil {
@@ -100,10 +115,10 @@ func (h *harness) addPeer() *peer {
 		h.t.Fatal(err)
 	}
 	s := New(h.cfg, h.frames)
-	if err := s.Start(len(h.peers), snap, avatar, h.now()); err != nil {
+	if err := s.Start(len(h.peers), snap, avatar, class, h.now()); err != nil {
 		h.t.Fatal(err)
 	}
-	p := &peer{s: s, cl: client.New(), deliver: true, ack: true, link: Link{RTTMs: 20}}
+	p := &peer{s: s, cl: client.New(), deliver: true, ack: true, ping: true, link: Link{RTTMs: 20}}
 	h.peers = append(h.peers, p)
 	return p
 }
@@ -123,41 +138,90 @@ func (h *harness) step() []Result {
 		}
 		p.out.snapshots, p.out.reliable = p.out.snapshots[:0], p.out.reliable[:0]
 		res[i] = p.s.Tick(h.now(), p.link, &p.out)
-		if !p.deliver {
+		if res[i].Outcome == Close {
+			p.s.End()
 			continue
 		}
-		for _, m := range p.out.reliable {
-			if err := p.cl.HandleMessage(m, h.nowMs); err != nil {
-				h.t.Fatalf("client refused a RESET: %v", err)
+		// Reliable messages are never lost, only late: the transport resends them.
+		p.backlog = append(p.backlog, p.out.reliable...)
+		if p.deliver {
+			for _, m := range p.backlog {
+				if err := p.cl.HandleMessage(m, h.nowMs); err != nil {
+					h.t.Fatalf("client refused a RESET: %v", err)
+				}
+			}
+			p.backlog = p.backlog[:0]
+			for _, m := range p.out.snapshots {
+				if err := p.cl.HandleMessage(m, h.nowMs); err != nil {
+					h.t.Fatalf("client refused a snapshot: %v", err)
+				}
 			}
 		}
-		for _, m := range p.out.snapshots {
-			if err := p.cl.HandleMessage(m, h.nowMs); err != nil {
-				h.t.Fatalf("client refused a snapshot: %v", err)
-			}
-		}
-		if !p.ack {
-			continue
-		}
-		if p.cl.AckDue() {
+		if p.ack && p.cl.AckDue() {
 			if b, ok := p.cl.AppendAck(p.buf[:0]); ok {
 				if err := p.s.HandleMessage(b, h.nowMs); err != nil {
 					h.t.Fatalf("session refused an ACK: %v", err)
 				}
 			}
 		}
-		if p.cl.PingDue(h.nowMs) {
+		if p.ping && p.cl.PingDue(h.nowMs) {
 			if err := p.s.HandleMessage(p.cl.AppendPing(p.buf[:0], h.nowMs), h.nowMs); err != nil {
 				h.t.Fatalf("session refused a PING: %v", err)
 			}
 		}
 	}
+	if h.afterTick != nil {
+		h.afterTick()
+	}
 	return res
+}
+
+// sessions lists the harness's sessions.
+func (h *harness) sessions() []*Session {
+	out := make([]*Session, len(h.peers))
+	for i, p := range h.peers {
+		out[i] = p.s
+	}
+	return out
 }
 
 func (h *harness) run(ticks int) {
 	for range ticks {
 		h.step()
+	}
+}
+
+// untilBuilt steps until p's session builds a frame, at most a second.
+func (h *harness) untilBuilt(p *peer) {
+	h.t.Helper()
+	for range testTickRate {
+		if r := h.step(); r[h.index(p)].Outcome == Built {
+			return
+		}
+	}
+	h.t.Fatal("no frame built within a second")
+}
+
+func (h *harness) index(p *peer) int {
+	for i, q := range h.peers {
+		if q == p {
+			return i
+		}
+	}
+	return -1
+}
+
+// exhaustFrames takes every frame the pool will give and returns a function that gives them
+// back.
+func (h *harness) exhaustFrames() (release func()) {
+	var held []*snapshot.Frame
+	for f := h.frames.Get(); f != nil; f = h.frames.Get() {
+		held = append(held, f)
+	}
+	return func() {
+		for _, f := range held {
+			h.frames.Put(f)
+		}
 	}
 }
 
@@ -180,13 +244,25 @@ func (h *harness) problems(p *peer) int {
 	for _, hit := range h.w.Query(x, y, r*1.1, nil) {
 		inExit[hit.Slot] = true
 	}
-	p.cl.Range(func(e client.Entity) bool {
+	for _, e := range view(p.cl) {
 		if !inExit[e.ID] || e.State != *h.w.State(e.ID) {
 			n++
 		}
+	}
+	return n
+}
+
+// view lists a client's live entities. Range also yields entries a RESET freed (they keep their
+// alive flag until reused), so every id is looked up again by Entity, which sees only live ones.
+func view(cl *client.Client) map[uint16]client.Entity {
+	out := map[uint16]client.Entity{}
+	cl.Range(func(e client.Entity) bool {
+		if cur, ok := cl.Entity(e.ID); ok {
+			out[e.ID] = cur
+		}
 		return true
 	})
-	return n
+	return out
 }
 
 // converge freezes the world and runs until every client's view matches, failing after limit

@@ -17,6 +17,7 @@ var (
 	ErrMalformed = errors.New("session: malformed message")
 	ErrOversize  = errors.New("session: message larger than memory.maxInboundMessageBytes")
 	ErrInboxFull = errors.New("session: inbox full (memory.maxPendingBytesPerConnection)")
+	ErrRefused   = errors.New("session: over the inbound budget (ingress.bytesPerSecond)")
 	ErrInactive  = errors.New("session: not active")
 )
 
@@ -28,6 +29,9 @@ type Now struct {
 	UnixMs int64
 	// Nanos is a monotonic clock in nanoseconds: it paces bytes.
 	Nanos int64
+	// Overloaded reports that the tick loop runs late: every session is served a detail level
+	// lower, and sessions of a declared rate class half as often.
+	Overloaded bool
 }
 
 // Link is what the transport knows about the session's peer, read every tick.
@@ -103,12 +107,23 @@ type Session struct {
 
 	inflight, ready frameSlot
 	lastSentTick    uint64
+	lastSendMs      int64 // when a frame last went out
 	meter           sendMeter
 	frameBudget     int
 	link            Link
 	lossRatio       float64
 	tick            uint64
 	nowMs           int64
+
+	rc         rateClass
+	sent       sentLog
+	runReset   bool  // the current skip run already ended in a RESET
+	lastPingMs int64 // when the last PING arrived (the session's start before the first)
+	ingress    ingress
+	abusive    bool
+	bl         budgetLevel
+	pressure   int // detail level floor set by the state-pool policy
+	level      int // detail level in force
 
 	inbox []byte // queued COMMAND payloads, each prefixed by its length byte
 
@@ -125,7 +140,9 @@ func New(cfg Config, frames *FramePool) *Session {
 
 // Start makes the session serve a new peer in slot, replicating through snap around focus (the
 // peer's avatar). snap must be fresh (snapshot.Pool.Get) and is owned by the session until End.
-func (s *Session) Start(slot int, snap *snapshot.Session, focus world.ID, now Now) error {
+//
+// declaredClass is the rate class the peer declared (DeclaredRateClass of its connect data).
+func (s *Session) Start(slot int, snap *snapshot.Session, focus world.ID, declaredClass int, now Now) error {
 	if err := snap.SetConfig(s.cfg.Snapshot); err != nil {
 		return err
 	}
@@ -146,6 +163,15 @@ func (s *Session) Start(slot int, snap *snapshot.Session, focus world.ID, now No
 	s.frameBudget = 0
 	s.link, s.lossRatio = Link{}, 0
 	s.tick, s.nowMs = now.Tick, now.UnixMs
+	s.lastSendMs = now.UnixMs
+	s.rc.reset(declaredClass, uint64(slot), now.UnixMs)
+	s.sent.reset()
+	s.runReset = false
+	s.lastPingMs = now.UnixMs
+	s.ingress.reset(&s.cfg, now.UnixMs)
+	s.abusive = false
+	s.bl.reset(now.Tick, levelWindowTicks(s.cfg.TickRateHz))
+	s.pressure, s.level = 0, 0
 	if cap(s.inbox) != s.cfg.MaxPendingBytes {
 		s.inbox = make([]byte, 0, s.cfg.MaxPendingBytes)
 	}
@@ -179,7 +205,9 @@ func (s *Session) Slot() int { return s.slot }
 func (s *Session) Focus() world.ID { return s.focus }
 
 // InterestRadius is the radius the session replicates within now, in meters.
-func (s *Session) InterestRadius() float32 { return s.cfg.Snapshot.InterestRadius }
+func (s *Session) InterestRadius() float32 {
+	return levelConfig(s.cfg.Snapshot, s.level).InterestRadius
+}
 
 // Replication is the session's replication state; nil while inactive.
 func (s *Session) Replication() *snapshot.Session { return s.snap }
@@ -188,13 +216,14 @@ func (s *Session) Replication() *snapshot.Session { return s.snap }
 // its throttle and baseline (clamped to the new floor); the pacer keeps its budget.
 func (s *Session) SetConfig(cfg Config) error {
 	if s.active {
-		if err := s.snap.SetConfig(cfg.Snapshot); err != nil {
+		if err := s.snap.SetConfig(levelConfig(cfg.Snapshot, s.level)); err != nil {
 			return err
 		}
 	}
 	tickChanged := cfg.TickRateHz != s.cfg.TickRateHz
 	s.cfg = cfg
 	s.cc.SetParams(cfg.Congestion)
+	s.ingress.configure(&s.cfg)
 	if !s.ownRate {
 		s.bytesPerSecond = cfg.BytesPerSecond
 	}
@@ -222,6 +251,24 @@ func (s *Session) keepWhole(old []byte) {
 	}
 }
 
+// SetStatePressure sets the detail level the state-pool policy holds the session at, at least:
+// 0 (none) up to MaxLevel. It takes effect at the next tick.
+func (s *Session) SetStatePressure(level int) { s.pressure = min(max(level, 0), MaxLevel) }
+
+// StatePressure is the level floor set by SetStatePressure.
+func (s *Session) StatePressure() int { return s.pressure }
+
+// SetRateClass declares the session's rate class (1, 2 or 4; anything else is 1), as a profile
+// would. A slower class the session was moved to by skips stays until it is relaxed.
+func (s *Session) SetRateClass(class int) {
+	s.rc.declared = ClassOf(class)
+	if s.rc.episode {
+		s.rc.class = max(s.rc.class, s.rc.declared)
+	} else {
+		s.rc.class = s.rc.declared
+	}
+}
+
 // SetBytesPerSecond sets this session's byte rate, overriding budget.sessionBytesPerSecond until
 // the session ends; 0 is unlimited. A negative rate restores the config's.
 func (s *Session) SetBytesPerSecond(bytesPerSecond int) {
@@ -244,11 +291,19 @@ func (s *Session) HandleMessage(b []byte, nowMs int64) error {
 	}
 	s.ctr.MessagesReceived++
 	s.ctr.BytesReceived += uint64(len(b))
+	t, err := protocol.PeekType(b)
+	control := err == nil && (t == protocol.MsgAck || t == protocol.MsgPing)
+	if !s.ingress.admit(len(b), control, nowMs) {
+		s.ctr.IngressRefused++
+		if s.ingress.roll(nowMs) {
+			s.abusive = true
+		}
+		return ErrRefused
+	}
 	if len(b) > s.cfg.MaxInboundMessageBytes {
 		s.ctr.Oversize++
 		return ErrOversize
 	}
-	t, err := protocol.PeekType(b)
 	if err != nil {
 		return s.malformed()
 	}
@@ -267,6 +322,7 @@ func (s *Session) HandleMessage(b []byte, nowMs int64) error {
 			return s.malformed()
 		}
 		s.snap.ReportClientTick(s.ping.LastAppliedTick)
+		s.lastPingMs = nowMs
 		s.ctr.Pings++
 	case protocol.MsgCommand:
 		// A local Command: its payload aliases b, which must not be kept past the call.
@@ -307,7 +363,8 @@ func (s *Session) DrainCommands(fn func(payload []byte)) {
 
 // Tick runs the session for one tick, after the world has stepped: it steps the congestion
 // controller from the link, refills the pacer, moves waiting frame bytes to out as the pacer
-// admits them, and, when the session is due, builds its frame and sends what the pacer admits.
+// admits them, applies the closing rules, and, when the session is due and can be served, builds
+// its frame and sends what the pacer admits.
 func (s *Session) Tick(now Now, link Link, out Sender) Result {
 	if !s.active {
 		return Result{}
@@ -317,26 +374,57 @@ func (s *Session) Tick(now Now, link Link, out Sender) Result {
 	s.cc.Step(congestion.Sample{LossRatio: s.lossRatio, RTTMs: link.RTTMs, ReliableBytesInFlight: link.ReliableInFlight})
 	s.pacer.SetRate(pacing.RateFor(s.bytesPerSecond, s.cc.Throttle()))
 	s.pacer.Refill(now.Nanos)
+	if s.abusive || s.ingress.roll(now.UnixMs) {
+		return Result{Outcome: Close, CloseCode: protocol.CloseAbuse}
+	}
+	if now.UnixMs-s.lastPingMs > s.cfg.PingTimeoutMs {
+		return Result{Outcome: Close, CloseCode: protocol.CloseNoPing}
+	}
 	s.pump(out)
+	s.updateLevel(now)
 
-	if !s.cc.ShouldSend(now.Tick, s.lastSentTick) {
+	if !s.rc.due(now.Tick, now.Overloaded) || !s.cc.ShouldSend(now.Tick, s.lastSentTick) {
 		return Result{Outcome: NotDue}
 	}
+	probe := false
+	if s.lagging(now.UnixMs) {
+		// Lagging: nothing new until the client applies what it was sent. A frame that was lost
+		// on the way could never be applied, so after another allowance without a send one
+		// frame goes out as a probe; it does not end the stall.
+		if now.UnixMs-s.lastSendMs < s.lagAllowanceMs() {
+			return s.skip(now, &s.ctr.SkipsLag)
+		}
+		probe = true
+	}
 	if s.inflightBusy() && s.ready.f != nil {
-		s.ctr.SkipsBusy++
-		return Result{Outcome: Skipped}
+		return s.skip(now, &s.ctr.SkipsBusy)
 	}
 	f := s.frames.Get()
 	if f == nil {
-		s.ctr.SkipsPool++
-		return Result{Outcome: Skipped}
+		return s.skip(now, &s.ctr.SkipsPool)
+	}
+	if s.rc.skips > 0 && now.Tick-s.rc.runStart > uint64(s.cfg.PushLogTicks) && !s.runReset {
+		// Past the push log: the client's view is re-delivered whole.
+		s.snap.Reset()
+		s.runReset = true
+		s.ctr.PushLogResets++
+	}
+	if probe {
+		s.ctr.LagProbes++
+	} else {
+		s.rc.serve(now.Tick, now.UnixMs)
+		s.runReset = false
 	}
 	s.frameBudget = s.budget()
+	before := s.snap.Stats()
 	if err := s.snap.BuildFrame(s.frameBudget, now.UnixMs, f); err != nil {
 		// Only a second build for one world tick fails; the frame of that tick went already.
 		s.frames.Put(f)
 		return Result{Outcome: NotDue}
 	}
+	after := s.snap.Stats()
+	records := (after.Spawns + after.Deltas + after.Despawns) - (before.Spawns + before.Deltas + before.Despawns)
+	s.bl.frame(records < uint64(after.LastCandidates))
 	s.ctr.FramesBuilt++
 	if f.Packets() == 0 && f.ResetMessage() == nil {
 		s.frames.Put(f)
@@ -349,6 +437,51 @@ func (s *Session) Tick(now Now, link Link, out Sender) Result {
 	return Result{Outcome: Built}
 }
 
+// skip records a due tick the session could not be served on; nothing was gathered for it.
+func (s *Session) skip(now Now, counter *uint64) Result {
+	*counter++
+	if s.rc.skip(now.Tick, now.UnixMs, s.cfg.CloseStalledAfterMs) {
+		return Result{Outcome: Close, CloseCode: protocol.CloseStalled}
+	}
+	return Result{Outcome: Skipped}
+}
+
+// lagAllowanceMs is how long a frame may take to be applied: the RTT (the transport's, or the
+// acknowledgements' before it has one) plus backpressure.lagSkipRttAllowanceMs.
+func (s *Session) lagAllowanceMs() int64 {
+	rtt := int64(s.link.RTTMs)
+	if rtt == 0 {
+		rtt = int64(s.snap.RTTTicks() * 1000 / float32(s.cfg.TickRateHz))
+	}
+	return rtt + s.cfg.LagAllowanceMs
+}
+
+// lagging reports whether a frame sent long enough ago to have been applied is newer than the
+// client's last applied tick.
+func (s *Session) lagging(nowMs int64) bool {
+	ref, ok := s.sent.dueBy(nowMs - s.lagAllowanceMs())
+	return ok && uint64(s.snap.ClientTick()) < ref
+}
+
+// updateLevel rolls the budget level's window and installs the detail level now in force: the
+// budget's, one more under overload, at least the state-pool policy's floor.
+func (s *Session) updateLevel(now Now) {
+	s.bl.roll(now.Tick, levelWindowTicks(s.cfg.TickRateHz))
+	level := s.bl.level
+	if now.Overloaded {
+		level++
+	}
+	level = min(max(level, s.pressure), MaxLevel)
+	if level == s.level {
+		return
+	}
+	// The config was validated when it was installed; a level only scales two of its fields.
+	if s.snap.SetConfig(levelConfig(s.cfg.Snapshot, level)) == nil {
+		s.level = level
+		s.ctr.LevelChanges++
+	}
+}
+
 // budget is the byte budget of the session's next frame: the budget lever applied to the static
 // per-frame budget, capped by the frame capacity and by what the session's byte rate affords per
 // send, so a frame is normally admitted by the pacer whole and nothing is dropped.
@@ -358,7 +491,8 @@ func (s *Session) budget() int {
 		b = min(b, s.cc.EffectiveBudget(st))
 	}
 	if r := s.pacer.Rate(); r > 0 {
-		perSend := int(r * float64(s.cc.SendIntervalTicks()) / float64(s.cfg.TickRateHz))
+		every := max(uint64(s.cc.SendIntervalTicks()), uint64(s.rc.class))
+		perSend := int(r * float64(every) / float64(s.cfg.TickRateHz))
 		b = min(b, max(perSend, netcode.MinSnapshotBytesPerTick))
 	}
 	return b
@@ -432,6 +566,8 @@ func (s *Session) drain(sl *frameSlot, out Sender) bool {
 	if sent > 0 {
 		s.ctr.FramesSent++
 		s.meter.mark(s.tick)
+		s.sent.record(uint64(f.Tick()), s.nowMs)
+		s.lastSendMs = s.nowMs
 	}
 	return true
 }
@@ -450,7 +586,10 @@ func (s *Session) Stats() Stats {
 		FrameBudgetBytes: s.frameBudget,
 		RateBytesPerSec:  s.pacer.Rate(),
 		PacerBudgetBytes: s.pacer.Budget(),
-		RateClass:        1,
+		RateClass:        s.rc.class,
+		DeclaredClass:    s.rc.declared,
+		DetailLevel:      s.level,
+		SkipRun:          s.rc.skips,
 		State:            StateHealthy,
 	}
 	if !s.active {
@@ -459,7 +598,11 @@ func (s *Session) Stats() Stats {
 	st.SendRateHz = float64(s.meter.count(s.tick)) * float64(s.cfg.TickRateHz) / float64(s.meter.window)
 	st.KnownEntities = s.snap.Known()
 	st.ClientTick = s.snap.ClientTick()
-	if s.cc.Throttle() < 1 {
+	st.InterestRadius = s.InterestRadius()
+	switch {
+	case s.rc.skips > 0:
+		st.State = StateStalled
+	case s.cc.Throttle() < 1 || s.rc.class > s.rc.declared || s.level > 0 || s.rc.episode:
 		st.State = StateDegraded
 	}
 	return st

@@ -29,8 +29,16 @@ func (s State) String() string {
 type Stats struct {
 	Slot  int
 	State State
-	// RateClass is 1, 2 or 4: the session is served at most every RateClass-th tick.
-	RateClass int
+	// RateClass is 1, 2 or 4: the session is served at most every RateClass-th tick;
+	// DeclaredClass is the class it declared, the floor RateClass relaxes back to.
+	RateClass     int
+	DeclaredClass int
+	// DetailLevel is the detail level in force, 0 (full) to MaxLevel; InterestRadius the radius
+	// it replicates within.
+	DetailLevel    int
+	InterestRadius float32
+	// SkipRun is the number of due ticks skipped in a row.
+	SkipRun int
 	// Throttle is the congestion throttle in [floor, 1]; SendIntervalTick the rate lever.
 	Throttle         float64
 	SendIntervalTick uint32
@@ -63,8 +71,12 @@ type Counters struct {
 	ResetsSent     uint64
 	SendErrors     uint64
 
-	SkipsBusy uint64 // both frame slots busy
-	SkipsPool uint64 // the frame pool was exhausted
+	SkipsBusy     uint64 // both frame slots busy
+	SkipsPool     uint64 // the frame pool was exhausted
+	SkipsLag      uint64 // the client had not applied what it was sent
+	LagProbes     uint64 // frames sent to a lagging client to find out whether it is still there
+	PushLogResets uint64 // skip runs longer than the push log, ended with a RESET
+	LevelChanges  uint64
 
 	MessagesReceived uint64
 	BytesReceived    uint64
@@ -74,6 +86,7 @@ type Counters struct {
 	Malformed        uint64 // messages that did not decode or a client may not send
 	Oversize         uint64 // messages over memory.maxInboundMessageBytes
 	InboxRefused     uint64 // COMMANDs the inbox had no room for
+	IngressRefused   uint64 // messages over the inbound budget
 }
 
 // MemoryUsage estimates the memory a session holds, in bytes.
