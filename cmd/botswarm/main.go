@@ -4,7 +4,10 @@
 // per-second series. See internal/botswarm.
 //
 //	botswarm --server 127.0.0.1:7777 --clients 96 --classes lossy=16@127.0.0.1:17777 \
-//	    --duration 60s --commands-hz 30 --json _out/swarm.json
+//	    --duration 60s --commands-hz 10 --json _out/swarm.json
+//
+// COMMANDs are the demo world's move input by default (the bot's avatar walks to a random point),
+// or random bytes.
 //
 // With --churn it instead opens and closes sessions from one host at a fixed rate and reports the
 // cycles achieved, refusals and timeouts:
@@ -22,6 +25,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/netip"
 	"os"
 	"os/signal"
@@ -32,6 +36,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/netfleet/netfleet/gameserver/broadcast"
+	"github.com/netfleet/netfleet/gameserver/protocol"
 	"github.com/netfleet/netfleet/internal/botswarm"
 )
 
@@ -47,6 +53,8 @@ func main() {
 
 type options struct {
 	server, classes, bind, jsonPath string
+	command                         string
+	moveRange                       float64
 	clients                         int
 	churn                           float64
 	churnConnectTimeout             time.Duration
@@ -66,7 +74,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.DurationVar(&o.cfg.Ramp, "ramp", 0, "spread the bots' connects over this long")
 	fs.DurationVar(&o.cfg.ConnectTimeout, "connect-timeout", botswarm.DefaultConnectTimeout, "how long a bot waits for its handshake")
 	fs.Float64Var(&o.cfg.CommandsHz, "commands-hz", 0, "COMMAND messages per second per bot; 0: none")
-	fs.IntVar(&o.cfg.CommandBytes, "command-bytes", botswarm.DefaultCommandBytes, "COMMAND payload size")
+	fs.StringVar(&o.command, "command", "move", "COMMAND payload: \"move\" (the demo world's input: walk to a random point within --move-range meters) or \"random\" (--command-bytes random bytes)")
+	fs.Float64Var(&o.moveRange, "move-range", 500, "move commands pick points within this many meters of the origin on each axis")
+	fs.IntVar(&o.cfg.CommandBytes, "command-bytes", botswarm.DefaultCommandBytes, "size of a random COMMAND payload")
 	fs.Uint64Var(&o.cfg.Seed, "seed", 1, "seed of the COMMAND payloads and of each bot's PING and COMMAND phase")
 	fs.StringVar(&o.bind, "bind", "", "local IPv4 addresses for the bots' sockets, round-robin: a list and ranges, e.g. 127.0.0.2-127.0.0.65 (the server limits connects per source IP); empty: 0.0.0.0")
 	fs.StringVar(&o.jsonPath, "json", "", "write the full report (per client and per class, with per-second series) to this file")
@@ -107,6 +117,19 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	}
 	if len(o.cfg.Classes) == 0 {
 		return nil, errors.New("no bots: set --clients or --classes (or --churn)")
+	}
+	switch o.command {
+	case "move":
+		if !(o.moveRange > 0 && o.moveRange < protocol.WorldHalfExtent) {
+			return nil, fmt.Errorf("--move-range %v out of range (0, %d)", o.moveRange, protocol.WorldHalfExtent)
+		}
+		extent := o.moveRange
+		o.cfg.Command = func(r *rand.Rand, dst []byte) []byte {
+			return broadcast.AppendMove(dst, float32((r.Float64()*2-1)*extent), float32((r.Float64()*2-1)*extent))
+		}
+	case "random":
+	default:
+		return nil, fmt.Errorf("--command %q: want move or random", o.command)
 	}
 	if o.bind != "" {
 		if o.cfg.Bind, err = botswarm.ParseAddrList(o.bind); err != nil {

@@ -28,6 +28,8 @@ func TestParseFlagsErrors(t *testing.T) {
 		{args: []string{"--clients", "1", "--duration", "0s"}, wantErr: "duration"},
 		{args: []string{"--churn", "10", "--clients", "1"}, wantErr: "runs no bots"},
 		{args: []string{"--clients", "1", "extra"}, wantErr: "unexpected arguments"},
+		{args: []string{"--clients", "1", "--command", "jump"}, wantErr: "want move or random"},
+		{args: []string{"--clients", "1", "--move-range", "0"}, wantErr: "--move-range"},
 	}
 	for _, tc := range tests {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {

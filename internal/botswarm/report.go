@@ -112,6 +112,16 @@ type Second struct {
 	Age       AgeHist `json:"-"`
 }
 
+// SentHz estimates the server's send rate in the second from what the client saw: the frames
+// received plus the frames of the packets missing from the server's sequence, at the second's
+// packets per frame (one, if nothing arrived). It differs from Hz only on a lossy path.
+func (s *Second) SentHz() float64 {
+	if s.Packets == 0 {
+		return float64(s.Lost)
+	}
+	return float64(s.Hz) * float64(s.Packets+s.Lost) / float64(s.Packets)
+}
+
 // Summary condenses clients' full seconds within a window.
 type Summary struct {
 	// Clients is how many clients had at least one full second in the window; Seconds is the

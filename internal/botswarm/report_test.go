@@ -161,3 +161,21 @@ func TestClassSeries(t *testing.T) {
 		}
 	}
 }
+
+func TestSentHz(t *testing.T) {
+	tests := []struct {
+		sec  Second
+		want float64
+	}{
+		{sec: Second{Hz: 60, Packets: 60}, want: 60},
+		{sec: Second{Hz: 57, Packets: 57, Lost: 3}, want: 60},
+		{sec: Second{Hz: 20, Packets: 40, Lost: 4}, want: 22},
+		{sec: Second{Lost: 5}, want: 5},
+		{sec: Second{}, want: 0},
+	}
+	for _, tc := range tests {
+		if got := tc.sec.SentHz(); got != tc.want {
+			t.Errorf("%+v: SentHz = %v, want %v", tc.sec, got, tc.want)
+		}
+	}
+}
