@@ -75,6 +75,10 @@ test-only: ## Run every test, assuming set-up is done.
 bench: deps test-assets ## Run the Go benchmarks and the hack/ benchmark drivers.
 	hack/bench.sh
 
+.PHONY: bench-congestion
+bench-congestion: deps ## Run the congestion-response scenario, controller enabled vs disabled; table, JSON and PNG in _out/bench/.
+	go run ./hack/bench-congestion --out $(ROOT)/_out/bench
+
 .PHONY: fuzz
 fuzz: deps ## Run every fuzz target for FUZZTIME each (default 3s; try FUZZTIME=2m).
 	FUZZTIME=$(FUZZTIME) hack/fuzz.sh

@@ -1,0 +1,280 @@
+// Command bench-congestion runs netfleet's congestion-response scenario (internal/congestionlab)
+// twice — the congestion controller enabled, then disabled — and reports, per client class, the
+// two runs side by side, the reference targets with the measured figures, a JSON record of both
+// runs and a PNG plot of every client's send rate and snapshot age over time.
+//
+//	go run ./hack/bench-congestion --out _out/bench
+//
+// `make bench-congestion` runs it.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/netfleet/netfleet/internal/botswarm"
+	"github.com/netfleet/netfleet/internal/congestionlab"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench-congestion:", err)
+		os.Exit(1)
+	}
+}
+
+// record is the JSON the benchmark writes.
+type record struct {
+	Started  time.Time             `json:"started"`
+	Enabled  *congestionlab.Result `json:"enabled"`
+	Disabled *congestionlab.Result `json:"disabled"`
+	Targets  targetsRecord         `json:"targets"`
+}
+
+type targetsRecord struct {
+	Enabled  congestionlab.Targets `json:"enabled"`
+	Disabled congestionlab.Targets `json:"disabled"`
+	Verdicts []verdict             `json:"verdicts"`
+}
+
+// verdict is one reference target with the figure measured for it.
+type verdict struct {
+	Target   string `json:"target"`
+	Measured string `json:"measured"`
+	Met      bool   `json:"met"`
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("bench-congestion", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	out := fs.String("out", "_out/bench", "directory for congestion.json and congestion.png")
+	seed := fs.Uint64("seed", 1, "seed of the world, linkem and the bots")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if err := os.MkdirAll(*out, 0o755); err != nil {
+		return fmt.Errorf("output directory: %w", err)
+	}
+	rec := record{Started: time.Now()}
+	for _, enabled := range []bool{true, false} {
+		o := congestionlab.DefaultOptions()
+		o.Seed = *seed
+		o.ControllerEnabled = enabled
+		name := runName(enabled)
+		o.Progress = func(p botswarm.Progress, phase string) {
+			fmt.Fprintf(stderr, "%s t=%2ds %-8s%s\n", name, int(p.Elapsed/time.Second), phase, classLine(p))
+		}
+		r, err := congestionlab.Run(ctx, o)
+		if err != nil {
+			return fmt.Errorf("run with the controller %s: %w", name, err)
+		}
+		if enabled {
+			rec.Enabled = r
+		} else {
+			rec.Disabled = r
+		}
+	}
+	rec.Targets.Enabled = rec.Enabled.Measure()
+	rec.Targets.Disabled = rec.Disabled.Measure()
+	rec.Targets.Verdicts = verdicts(rec.Enabled, rec.Targets.Enabled, rec.Targets.Disabled)
+
+	if err := writeTables(stdout, rec); err != nil {
+		return err
+	}
+	jsonPath := filepath.Join(*out, "congestion.json")
+	b, err := json.MarshalIndent(rec, "", " ")
+	if err != nil {
+		return fmt.Errorf("encode JSON: %w", err)
+	}
+	if err := os.WriteFile(jsonPath, append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("write JSON: %w", err)
+	}
+	pngPath := filepath.Join(*out, "congestion.png")
+	if err := writePlot(pngPath, rec.Enabled, rec.Disabled); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "\nwrote %s and %s\n", jsonPath, pngPath)
+	return nil
+}
+
+func runName(enabled bool) string {
+	if enabled {
+		return "enabled"
+	}
+	return "disabled"
+}
+
+func classLine(p botswarm.Progress) string {
+	s := ""
+	for _, c := range p.Classes {
+		s += fmt.Sprintf("  %s %2.0f Hz (min %2d) age p95 %3.0f ms", c.Name, c.HzMedian, c.HzMin, c.AgeP95Ms)
+	}
+	return s
+}
+
+// phase is a window of a run's seconds.
+type phase struct {
+	name     string
+	from, to func(r *congestionlab.Result) int
+}
+
+var phases = []phase{
+	{"warm-up", func(*congestionlab.Result) int { return congestionlab.SettleSec }, func(r *congestionlab.Result) int { return r.ImpairFrom }},
+	{"impaired", func(r *congestionlab.Result) int { return r.ImpairFrom }, func(r *congestionlab.Result) int { return r.ImpairTo }},
+	{"recovery", func(r *congestionlab.Result) int { return r.ImpairTo }, func(r *congestionlab.Result) int { return 0 }},
+}
+
+// writeTables prints, per class, each phase's figures with the controller enabled and disabled
+// side by side, then the reference targets with the measured figures.
+func writeTables(w io.Writer, rec record) error {
+	e, d := rec.Enabled, rec.Disabled
+	fmt.Fprintf(w, "congestion response: impairment in seconds [%d, %d) of %d; on = controller enabled, off = disabled\n",
+		e.ImpairFrom, e.ImpairTo, len(e.Swarm.Clients[0].Series)-1)
+	for _, class := range []string{congestionlab.ClassHealthy, congestionlab.ClassLossy, congestionlab.ClassCapped} {
+		fmt.Fprintf(w, "\nclass %s (%d clients)\n", class, len(e.Clients(class)))
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		header := "\t"
+		for _, p := range phases {
+			header += p.name + " on\t" + p.name + " off\t"
+		}
+		fmt.Fprintln(tw, header)
+		rows := []struct {
+			name   string
+			format string
+			value  func(r *congestionlab.Result, p phase) float64
+		}{
+			{"median Hz", "%.1f", func(r *congestionlab.Result, p phase) float64 { return r.Window(class, p.from(r), p.to(r)).HzMedian }},
+			{"send Hz (estimated)", "%.1f", func(r *congestionlab.Result, p phase) float64 { return sendHz(r, class, p.from(r), p.to(r)) }},
+			{"kB/s", "%.1f", func(r *congestionlab.Result, p phase) float64 { return r.Window(class, p.from(r), p.to(r)).KBps }},
+			{"snapshot age p50 ms", "%.0f", func(r *congestionlab.Result, p phase) float64 { return r.Window(class, p.from(r), p.to(r)).AgeP50Ms }},
+			{"snapshot age p95 ms", "%.0f", func(r *congestionlab.Result, p phase) float64 { return r.Window(class, p.from(r), p.to(r)).AgeP95Ms }},
+			{"queueing delay p95 ms", "%.0f", func(r *congestionlab.Result, p phase) float64 { return queueP95(r, class, p) }},
+			{"updates applied/s", "%.0f", func(r *congestionlab.Result, p phase) float64 {
+				return r.Window(class, p.from(r), p.to(r)).AppliedPerSec
+			}},
+			{"packet loss %", "%.1f", func(r *congestionlab.Result, p phase) float64 { return r.Window(class, p.from(r), p.to(r)).LossPct }},
+		}
+		for _, row := range rows {
+			line := row.name + "\t"
+			for _, p := range phases {
+				line += fmt.Sprintf(row.format+"\t"+row.format+"\t", row.value(e, p), row.value(d, p))
+			}
+			fmt.Fprintln(tw, line)
+		}
+		if err := tw.Flush(); err != nil {
+			return fmt.Errorf("write tables: %w", err)
+		}
+		if class == congestionlab.ClassCapped {
+			fmt.Fprintf(w, "linkem queueing delay p95 ms per client at the end of the impairment (counted since the client's\n"+
+				"first packet, warm-up included, so below the impairment's own): on %.0f, off %.0f\n",
+				rec.Targets.Enabled.Capped.LinkemQueueP95Ms, rec.Targets.Disabled.Capped.LinkemQueueP95Ms)
+		}
+	}
+	fmt.Fprintln(w, "\ntargets (controller enabled unless stated):")
+	for _, v := range rec.Targets.Verdicts {
+		mark := "MET    "
+		if !v.Met {
+			mark = "NOT MET"
+		}
+		fmt.Fprintf(w, "  %s  %s\n           measured: %s\n", mark, v.Target, v.Measured)
+	}
+	return nil
+}
+
+// sendHz is the class's median estimated send rate (botswarm.Second.SentHz) over full seconds.
+func sendHz(r *congestionlab.Result, class string, from, to int) float64 {
+	var perClient []float64
+	for _, c := range r.Clients(class) {
+		var v []float64
+		end := len(c.Series)
+		if to > 0 {
+			end = min(end, to)
+		}
+		for s := from; s < end; s++ {
+			if c.Series[s].Full {
+				v = append(v, c.Series[s].SentHz())
+			}
+		}
+		if len(v) > 0 {
+			perClient = append(perClient, median(v))
+		}
+	}
+	return median(perClient)
+}
+
+// queueP95 is the class's snapshot-age p95 in the phase above its warm-up median: the queueing
+// delay on loopback, where a snapshot's age is its one-way delay.
+func queueP95(r *congestionlab.Result, class string, p phase) float64 {
+	base := r.Window(class, congestionlab.SettleSec, r.ImpairFrom).AgeP50Ms
+	return r.Window(class, p.from(r), p.to(r)).AgeP95Ms - base
+}
+
+func verdicts(e *congestionlab.Result, te, td congestionlab.Targets) []verdict {
+	l, c, h := te.Lossy, te.Capped, te.Healthy
+	out := []verdict{
+		{
+			Target:   fmt.Sprintf("lossy: send rate <= %d Hz within %d s of the impairment starting", congestionlab.LossyMaxHz, congestionlab.LossyBackoffSec),
+			Measured: fmt.Sprintf("held from %v s per client; highest after %d s: %.1f Hz", l.BackoffSec, congestionlab.LossyBackoffSec, l.MaxSentHz),
+			Met:      l.BackoffOK,
+		},
+		{
+			Target:   fmt.Sprintf("lossy: back to >= %d Hz within %d s of the impairment ending", congestionlab.LossyRecoveredHz, congestionlab.LossyRecoverySec),
+			Measured: fmt.Sprintf("held from %v s per client", l.RecoverySec),
+			Met:      l.RecoveryOK,
+		},
+		{
+			Target: fmt.Sprintf("capped: queueing delay p95 <= %d ms above base", congestionlab.CappedMaxQueueMs),
+			Measured: fmt.Sprintf("%.0f ms over the impairment (%.0f ms after its first %d s); base %.0f ms",
+				c.QueueP95Ms, c.SteadyQueueP95Ms, congestionlab.LossyBackoffSec, c.BaseAgeMs),
+			Met: c.QueueP95Ms <= congestionlab.CappedMaxQueueMs,
+		},
+		{
+			Target:   fmt.Sprintf("capped, controller disabled: queueing delay p95 >= %d ms", congestionlab.CappedMinQueueMsOff),
+			Measured: fmt.Sprintf("%.0f ms over the impairment; base %.0f ms", td.Capped.QueueP95Ms, td.Capped.BaseAgeMs),
+			Met:      td.Capped.QueueP95Ms >= congestionlab.CappedMinQueueMsOff,
+		},
+		{
+			Target:   fmt.Sprintf("healthy: median >= %d Hz in every second", congestionlab.HealthyMinHz),
+			Measured: healthyMeasured(e, h),
+			Met:      len(h.Below) == 0,
+		},
+	}
+	return out
+}
+
+func healthyMeasured(e *congestionlab.Result, h congestionlab.HealthyFigures) string {
+	s := fmt.Sprintf("lowest second %.1f Hz", h.MinMedianHz)
+	if len(h.Below) == 0 {
+		return s
+	}
+	s += "; below in"
+	for _, b := range h.Below {
+		s += fmt.Sprintf("\n             t=%d: %.0f Hz; the server ran %d ticks, the latest started %.0f ms late",
+			b.T, b.MedianHz, b.ServerTicks, maxLate(e, b.T))
+	}
+	return s
+}
+
+func maxLate(r *congestionlab.Result, t int) float64 {
+	for _, s := range r.Server {
+		if s.T == t {
+			return s.MaxLateMs
+		}
+	}
+	return -1
+}

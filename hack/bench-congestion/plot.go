@@ -1,0 +1,135 @@
+package main
+
+import (
+	"fmt"
+	"image/color"
+	"os"
+	"slices"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
+
+	"github.com/netfleet/netfleet/internal/botswarm"
+	"github.com/netfleet/netfleet/internal/congestionlab"
+)
+
+var classColors = map[string]color.RGBA{
+	congestionlab.ClassHealthy: {R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff},
+	congestionlab.ClassLossy:   {R: 0xff, G: 0x7f, B: 0x0e, A: 0xff},
+	congestionlab.ClassCapped:  {R: 0xd6, G: 0x27, B: 0x28, A: 0xff},
+}
+
+// writePlot draws a 2x2 grid: send rate and snapshot age p95 of every client per second, with
+// the controller enabled (top) and disabled (bottom); the impairment is shaded.
+func writePlot(path string, enabled, disabled *congestionlab.Result) error {
+	rows := [][]*plot.Plot{}
+	for _, r := range []*congestionlab.Result{enabled, disabled} {
+		name := runName(r.Options.ControllerEnabled)
+		hz, err := seriesPlot(r, "send rate, controller "+name, "Hz (estimated from received frames + lost packets)",
+			func(s *botswarm.Second) float64 { return s.SentHz() })
+		if err != nil {
+			return err
+		}
+		age, err := seriesPlot(r, "snapshot age p95, controller "+name, "ms",
+			func(s *botswarm.Second) float64 { return s.AgeP95Ms })
+		if err != nil {
+			return err
+		}
+		rows = append(rows, []*plot.Plot{hz, age})
+	}
+	const w, h = 30 * vg.Centimeter, 20 * vg.Centimeter
+	img := vgimg.New(w, h)
+	dc := draw.New(img)
+	tiles := draw.Tiles{Rows: 2, Cols: 2, PadX: vg.Millimeter * 4, PadY: vg.Millimeter * 4,
+		PadTop: vg.Millimeter * 2, PadBottom: vg.Millimeter * 2, PadLeft: vg.Millimeter * 2, PadRight: vg.Millimeter * 2}
+	canvases := plot.Align(rows, tiles, dc)
+	for i := range rows {
+		for j := range rows[i] {
+			rows[i][j].Draw(canvases[i][j])
+		}
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("write plot: %w", err)
+	}
+	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("write plot: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("write plot: %w", err)
+	}
+	return nil
+}
+
+// seriesPlot draws one line per client of value per full second, colored by class.
+func seriesPlot(r *congestionlab.Result, title, yLabel string, value func(*botswarm.Second) float64) (*plot.Plot, error) {
+	p := plot.New()
+	p.Title.Text = title
+	p.X.Label.Text = "seconds"
+	p.Y.Label.Text = yLabel
+	p.Y.Min = 0
+	top := 0.0
+	for _, c := range r.Swarm.Clients {
+		var pts plotter.XYs
+		for i := range c.Series {
+			s := &c.Series[i]
+			if !s.Full {
+				continue
+			}
+			v := value(s)
+			if v < 0 {
+				continue
+			}
+			pts = append(pts, plotter.XY{X: float64(s.T) + 0.5, Y: v})
+			top = max(top, v)
+		}
+		if len(pts) == 0 {
+			continue
+		}
+		line, err := plotter.NewLine(pts)
+		if err != nil {
+			return nil, fmt.Errorf("plot client %d: %w", c.ID, err)
+		}
+		line.Color = classColors[c.Class]
+		line.Width = vg.Points(1)
+		p.Add(line)
+	}
+	shade, err := plotter.NewPolygon(plotter.XYs{
+		{X: float64(r.ImpairFrom), Y: 0}, {X: float64(r.ImpairTo), Y: 0},
+		{X: float64(r.ImpairTo), Y: top * 1.05}, {X: float64(r.ImpairFrom), Y: top * 1.05},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("plot impairment: %w", err)
+	}
+	shade.Color = color.RGBA{R: 0x80, G: 0x80, B: 0x80, A: 0x30}
+	shade.Width = 0
+	p.Add(shade)
+	for _, class := range []string{congestionlab.ClassHealthy, congestionlab.ClassLossy, congestionlab.ClassCapped} {
+		l, err := plotter.NewLine(plotter.XYs{{X: 0, Y: 0}, {X: 0, Y: 0}})
+		if err != nil {
+			return nil, fmt.Errorf("plot legend: %w", err)
+		}
+		l.Color = classColors[class]
+		p.Legend.Add(class, l)
+	}
+	p.Legend.Top = true
+	p.Add(plotter.NewGrid())
+	return p, nil
+}
+
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	v = slices.Clone(v)
+	slices.Sort(v)
+	m := len(v) / 2
+	if len(v)%2 == 1 {
+		return v[m]
+	}
+	return (v[m-1] + v[m]) / 2
+}

@@ -1,0 +1,172 @@
+package congestionlab
+
+import (
+	"math"
+	"slices"
+
+	"github.com/netfleet/netfleet/internal/botswarm"
+)
+
+// The reference targets of the congestion response, for a run with the controller enabled (and,
+// for the queue, one with it disabled).
+const (
+	// LossyMaxHz within LossyBackoffSec of the impairment starting, and LossyRecoveredHz within
+	// LossyRecoverySec of it ending.
+	LossyMaxHz       = 30
+	LossyBackoffSec  = 2
+	LossyRecoveredHz = 55
+	LossyRecoverySec = 5
+	// CappedMaxQueueMs is the most the capped clients' queueing delay p95 may exceed their base
+	// with the controller; CappedMinQueueMsOff the least it must reach without it (so the
+	// scenario really congests the link).
+	CappedMaxQueueMs    = 60
+	CappedMinQueueMsOff = 150
+	// HealthyMinHz is the least median rate of the healthy clients in every second.
+	HealthyMinHz = 59
+)
+
+// SettleSec is the start of the measured warm-up: the bots connect over the first second.
+const SettleSec = 2
+
+// Targets is a run measured against the reference targets.
+type Targets struct {
+	Lossy   LossyFigures   `json:"lossy"`
+	Capped  CappedFigures  `json:"capped"`
+	Healthy HealthyFigures `json:"healthy"`
+}
+
+// LossyFigures measure the lossy clients' back-off and recovery.
+type LossyFigures struct {
+	// MaxSentHz is the highest estimated send rate (botswarm.Second.SentHz) of any lossy client
+	// in any second from LossyBackoffSec after the impairment started until it ended.
+	MaxSentHz float64 `json:"maxSentHz"`
+	// BackoffSec is, per client, how many seconds after the impairment started its send rate
+	// stayed at most LossyMaxHz for the rest of the impairment; -1 if it never did.
+	BackoffSec []int `json:"backoffSec"`
+	// RecoverySec is, per client, how many seconds after the impairment ended its rate stayed at
+	// least LossyRecoveredHz for the rest of the run; -1 if it never did.
+	RecoverySec []int `json:"recoverySec"`
+	BackoffOK   bool  `json:"backoffOK"`
+	RecoveryOK  bool  `json:"recoveryOK"`
+}
+
+// CappedFigures measure the capped clients' queueing delay. On loopback a snapshot's age is its
+// one-way delay (one clock), so the queueing delay a capped client suffered is its snapshot age
+// above its age before the impairment.
+type CappedFigures struct {
+	// BaseAgeMs is the capped class's median snapshot age in the warm-up.
+	BaseAgeMs float64 `json:"baseAgeMs"`
+	// AgeP95Ms is their snapshot-age p95 over the whole impairment, and SteadyAgeP95Ms over the
+	// impairment after its first LossyBackoffSec seconds.
+	AgeP95Ms       float64 `json:"ageP95Ms"`
+	SteadyAgeP95Ms float64 `json:"steadyAgeP95Ms"`
+	// QueueP95Ms is AgeP95Ms - BaseAgeMs; SteadyQueueP95Ms likewise.
+	QueueP95Ms       float64 `json:"queueP95Ms"`
+	SteadyQueueP95Ms float64 `json:"steadyQueueP95Ms"`
+	// LinkemQueueP95Ms is linkem's queueing-delay p95 per client when the impairment ended. linkem
+	// counts every packet since the client's first, the warm-up's (with no queue, 0) included,
+	// so it understates the impairment's own p95.
+	LinkemQueueP95Ms []float64 `json:"linkemQueueP95Ms"`
+}
+
+// HealthyFigures measure the healthy clients' rate.
+type HealthyFigures struct {
+	// MinMedianHz is the lowest per-second median rate of the healthy clients, from SettleSec on.
+	MinMedianHz float64 `json:"minMedianHz"`
+	// Below lists the seconds whose median was under HealthyMinHz, with the ticks the server ran
+	// in them: a tick loop that fell behind (machine load) sends fewer frames to everyone.
+	Below []HealthySecond `json:"below"`
+}
+
+// HealthySecond is a second in which the healthy clients' median rate was under HealthyMinHz.
+type HealthySecond struct {
+	T           int     `json:"t"`
+	MedianHz    float64 `json:"medianHz"`
+	ServerTicks int     `json:"serverTicks"`
+}
+
+// Measure measures a run against the reference targets.
+func (r *Result) Measure() Targets {
+	var t Targets
+	last := len(r.Swarm.Clients[0].Series) - 1 // the closing second is partial
+
+	t.Lossy.BackoffOK, t.Lossy.RecoveryOK = true, true
+	for _, c := range r.Clients(ClassLossy) {
+		for s := r.ImpairFrom + LossyBackoffSec; s < r.ImpairTo; s++ {
+			t.Lossy.MaxSentHz = max(t.Lossy.MaxSentHz, c.Series[s].SentHz())
+		}
+		b := settledFrom(c.Series, r.ImpairFrom, r.ImpairTo, func(s *botswarm.Second) bool { return s.SentHz() <= LossyMaxHz })
+		rec := settledFrom(c.Series, r.ImpairTo, last, func(s *botswarm.Second) bool { return s.Hz >= LossyRecoveredHz })
+		t.Lossy.BackoffSec = append(t.Lossy.BackoffSec, b)
+		t.Lossy.RecoverySec = append(t.Lossy.RecoverySec, rec)
+		t.Lossy.BackoffOK = t.Lossy.BackoffOK && b >= 0 && b <= LossyBackoffSec
+		t.Lossy.RecoveryOK = t.Lossy.RecoveryOK && rec >= 0 && rec <= LossyRecoverySec
+	}
+
+	capped := r.Clients(ClassCapped)
+	t.Capped.BaseAgeMs = botswarm.Summarize(capped, SettleSec, r.ImpairFrom).AgeP50Ms
+	t.Capped.AgeP95Ms = botswarm.Summarize(capped, r.ImpairFrom, r.ImpairTo).AgeP95Ms
+	t.Capped.SteadyAgeP95Ms = botswarm.Summarize(capped, r.ImpairFrom+LossyBackoffSec, r.ImpairTo).AgeP95Ms
+	t.Capped.QueueP95Ms = t.Capped.AgeP95Ms - t.Capped.BaseAgeMs
+	t.Capped.SteadyQueueP95Ms = t.Capped.SteadyAgeP95Ms - t.Capped.BaseAgeMs
+	for _, c := range capped {
+		q := math.NaN()
+		if lc, ok := r.LinkemClient(c); ok {
+			q = float64(lc.Down.QueueDelayP95.Microseconds()) / 1000
+		}
+		t.Capped.LinkemQueueP95Ms = append(t.Capped.LinkemQueueP95Ms, q)
+	}
+
+	healthy := r.Clients(ClassHealthy)
+	t.Healthy.MinMedianHz = math.Inf(1)
+	for s := SettleSec; s < last; s++ {
+		var hz []float64
+		for _, c := range healthy {
+			if c.Series[s].Full {
+				hz = append(hz, float64(c.Series[s].Hz))
+			}
+		}
+		m := medianOf(hz)
+		t.Healthy.MinMedianHz = min(t.Healthy.MinMedianHz, m)
+		if m < HealthyMinHz {
+			t.Healthy.Below = append(t.Healthy.Below, HealthySecond{T: s, MedianHz: m, ServerTicks: r.ServerTicks(s)})
+		}
+	}
+	return t
+}
+
+// ServerTicks is the number of ticks the server ran in second t of the run, -1 if unknown.
+func (r *Result) ServerTicks(t int) int {
+	for _, s := range r.Server {
+		if s.T == t {
+			return s.Ticks
+		}
+	}
+	return -1
+}
+
+// settledFrom returns how many seconds after from the condition held for every second up to
+// (not including) to, or -1 if it did not hold in the last one.
+func settledFrom(series []botswarm.Second, from, to int, ok func(*botswarm.Second) bool) int {
+	at := -1
+	for s := to - 1; s >= from; s-- {
+		if !ok(&series[s]) {
+			break
+		}
+		at = s - from
+	}
+	return at
+}
+
+func medianOf(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	v = slices.Clone(v)
+	slices.Sort(v)
+	m := len(v) / 2
+	if len(v)%2 == 1 {
+		return v[m]
+	}
+	return (v[m-1] + v[m]) / 2
+}
