@@ -42,8 +42,12 @@ test-assets: ## Build kube-apiserver, etcd and kubectl into bin/k8s/<version> (s
 ##@ Code generation
 
 .PHONY: generate
-generate: ## Generate deepcopy code.
+generate: dashboards ## Generate deepcopy code and the Grafana dashboards.
 	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./api/...
+
+.PHONY: dashboards
+dashboards: ## Generate the Grafana dashboards into charts/netfleet/dashboards (hack/dashboards).
+	go run ./hack/dashboards -out charts/netfleet/dashboards
 
 .PHONY: manifests
 manifests: ## Generate CRDs and RBAC into config/ and the chart.
