@@ -144,6 +144,9 @@ func startServer(tb testing.TB, opts Options) *Broadcaster {
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- b.Run() }()
+	for b.Tick() == 0 {
+		time.Sleep(time.Millisecond)
+	}
 	tb.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()

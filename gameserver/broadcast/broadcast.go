@@ -121,6 +121,7 @@ type Broadcaster struct {
 
 	reqs    chan request
 	stopReq chan context.Context
+	started chan struct{} // closed once Run serves requests
 	done    chan struct{}
 	running atomic.Bool
 	ticks   atomic.Uint64
@@ -208,6 +209,7 @@ func New(opts Options) (*Broadcaster, error) {
 		frames:   session.NewFramePool(cfg.Memory.FramePoolBudgetBytes, int(cfg.Backpressure.FrameBytes)),
 		reqs:     make(chan request),
 		stopReq:  make(chan context.Context),
+		started:  make(chan struct{}),
 		done:     make(chan struct{}),
 		clock:    time.Now(),
 		created:  limits,
@@ -240,12 +242,16 @@ func (b *Broadcaster) Config() netcode.NetcodeConfig { return *b.current.Load().
 // errNotRunning is returned by calls that need the tick loop when it does not run.
 var errNotRunning = errors.New("broadcast: the tick loop is not running")
 
-// call runs fn on the tick loop between two ticks and waits for it. It fails with ctx.Err() if
-// ctx ends before the loop takes fn (fn then never runs), and with errNotRunning if the loop is
-// not running.
+// call runs fn on the tick loop between two ticks and waits for it; a loop that is about to start
+// is waited for. It fails with ctx.Err() if ctx ends before the loop takes fn (fn then never
+// runs), and with errNotRunning once the loop has stopped.
 func (b *Broadcaster) call(ctx context.Context, fn func()) error {
-	if !b.running.Load() {
+	select {
+	case <-b.started:
+	case <-b.done:
 		return errNotRunning
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 	r := request{fn: fn, done: make(chan struct{})}
 	select {
@@ -267,6 +273,7 @@ func (b *Broadcaster) Run() error {
 		return errors.New("broadcast: Run called twice")
 	}
 	defer close(b.done)
+	close(b.started)
 	b.log.Info("game server running", "address", b.host.Address().String(), "tickRateHz", b.cfg.TickRateHz,
 		"peerSlots", len(b.sessions), "entities", b.world.Count())
 	next := time.Now()

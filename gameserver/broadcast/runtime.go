@@ -96,9 +96,12 @@ func (b *Broadcaster) install(d netcode.NetcodeConfig, scfg session.Config) erro
 	return nil
 }
 
-// Peers appends a netcode.PeerInfo for every connected peer to dst, as of the last tick. It
-// implements admin.Runtime.
+// Peers appends a netcode.PeerInfo for every connected peer to dst, as of the last tick; before
+// Run and after Stop there are none. It implements admin.Runtime.
 func (b *Broadcaster) Peers(dst []netcode.PeerInfo) []netcode.PeerInfo {
+	if !b.running.Load() {
+		return dst
+	}
 	_ = b.call(context.Background(), func() {
 		for _, s := range b.sessions {
 			if s.Active() {
@@ -134,6 +137,9 @@ type PeerStat struct {
 // PeerStats appends a PeerStat for every connected peer to dst, as of the last tick, for metrics
 // and load tools.
 func (b *Broadcaster) PeerStats(dst []PeerStat) []PeerStat {
+	if !b.running.Load() {
+		return dst
+	}
 	_ = b.call(context.Background(), func() {
 		for _, s := range b.sessions {
 			if s.Active() {

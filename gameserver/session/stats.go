@@ -57,6 +57,8 @@ type Stats struct {
 	KnownEntities    int
 	// ClientTick is the newest tick the client reported having applied.
 	ClientTick uint32
+	// InboxBytes is what the inbox holds now, at most memory.maxPendingBytesPerConnection.
+	InboxBytes int
 }
 
 // Counters are a session's cumulative counts since it started, a plain value read without
