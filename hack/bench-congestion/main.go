@@ -17,10 +17,12 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
 
+	"github.com/netfleet/netfleet/api/netcode"
 	"github.com/netfleet/netfleet/internal/botswarm"
 	"github.com/netfleet/netfleet/internal/congestionlab"
 )
@@ -61,11 +63,21 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	out := fs.String("out", "_out/bench", "directory for congestion.json and congestion.png")
 	seed := fs.Uint64("seed", 1, "seed of the world, linkem and the bots")
+	ncJSON := fs.String("netcode", "{}", "the server's netcode config as JSON, e.g. '{\"congestion\":{\"delayMarginMs\":10}}'; congestion.enabled is set per run")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	var nc netcode.NetcodeConfig
+	dec := json.NewDecoder(strings.NewReader(*ncJSON))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&nc); err != nil {
+		return fmt.Errorf("--netcode: %w", err)
+	}
+	if err := nc.Validate(); err != nil {
+		return fmt.Errorf("--netcode: %w", err)
 	}
 	if err := os.MkdirAll(*out, 0o755); err != nil {
 		return fmt.Errorf("output directory: %w", err)
@@ -74,6 +86,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	for _, enabled := range []bool{true, false} {
 		o := congestionlab.DefaultOptions()
 		o.Seed = *seed
+		o.Netcode = nc
 		o.ControllerEnabled = enabled
 		name := runName(enabled)
 		o.Progress = func(p botswarm.Progress, phase string) {
@@ -145,6 +158,9 @@ func writeTables(w io.Writer, rec record) error {
 	e, d := rec.Enabled, rec.Disabled
 	fmt.Fprintf(w, "congestion response: impairment in seconds [%d, %d) of %d; on = controller enabled, off = disabled\n",
 		e.ImpairFrom, e.ImpairTo, len(e.Swarm.Clients[0].Series)-1)
+	for _, r := range []*congestionlab.Result{e, d} {
+		fmt.Fprintf(w, "server, controller %s: %s\n", runName(r.Options.ControllerEnabled), serverLine(r))
+	}
 	for _, class := range []string{congestionlab.ClassHealthy, congestionlab.ClassLossy, congestionlab.ClassCapped} {
 		fmt.Fprintf(w, "\nclass %s (%d clients)\n", class, len(e.Clients(class)))
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
@@ -257,6 +273,25 @@ func verdicts(e *congestionlab.Result, te, td congestionlab.Targets) []verdict {
 	return out
 }
 
+// serverLine says how well the server's tick loop kept time: on a loaded machine it runs late,
+// sends less to everyone and may enter overload mode, which no network impairment explains.
+func serverLine(r *congestionlab.Result) string {
+	kept, overloaded, ticks := 0, 0, 0
+	worst := 0.0
+	for _, s := range r.Server {
+		ticks += s.Ticks
+		if s.KeptTime() {
+			kept++
+		}
+		if s.OverloadedTicks > 0 {
+			overloaded++
+		}
+		worst = max(worst, s.MaxLateMs)
+	}
+	return fmt.Sprintf("%.1f ticks/s; kept time (>= %d ticks, none over %v late, no overload) in %d of %d s; overload mode in %d s; latest tick %.0f ms late",
+		float64(ticks)/float64(max(len(r.Server), 1)), congestionlab.KeptMinTicks, congestionlab.KeptMaxLate, kept, len(r.Server), overloaded, worst)
+}
+
 func healthyMeasured(e *congestionlab.Result, h congestionlab.HealthyFigures) string {
 	s := fmt.Sprintf("lowest second %.1f Hz", h.MinMedianHz)
 	if len(h.Below) == 0 {
@@ -264,17 +299,9 @@ func healthyMeasured(e *congestionlab.Result, h congestionlab.HealthyFigures) st
 	}
 	s += "; below in"
 	for _, b := range h.Below {
-		s += fmt.Sprintf("\n             t=%d: %.0f Hz; the server ran %d ticks, the latest started %.0f ms late",
-			b.T, b.MedianHz, b.ServerTicks, maxLate(e, b.T))
+		sec, _ := e.ServerSecond(b.T)
+		s += fmt.Sprintf("\n             t=%d: %.0f Hz; the server ran %d ticks (%d in overload mode), the latest started %.0f ms late",
+			b.T, b.MedianHz, b.ServerTicks, sec.OverloadedTicks, sec.MaxLateMs)
 	}
 	return s
-}
-
-func maxLate(r *congestionlab.Result, t int) float64 {
-	for _, s := range r.Server {
-		if s.T == t {
-			return s.MaxLateMs
-		}
-	}
-	return -1
 }

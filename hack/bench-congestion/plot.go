@@ -23,7 +23,7 @@ var classColors = map[string]color.RGBA{
 }
 
 // writePlot draws a 2x2 grid: send rate and snapshot age p95 of every client per second, with
-// the controller enabled (top) and disabled (bottom); the impairment is shaded.
+// the controller enabled (top) and disabled (bottom); the impairment is shaded grey.
 func writePlot(path string, enabled, disabled *congestionlab.Result) error {
 	rows := [][]*plot.Plot{}
 	for _, r := range []*congestionlab.Result{enabled, disabled} {
@@ -72,7 +72,25 @@ func seriesPlot(r *congestionlab.Result, title, yLabel string, value func(*botsw
 	p.X.Label.Text = "seconds"
 	p.Y.Label.Text = yLabel
 	p.Y.Min = 0
+	// The impairment is shaded first, under the lines, up to the highest value of the plot.
 	top := 0.0
+	for _, c := range r.Swarm.Clients {
+		for i := range c.Series {
+			if c.Series[i].Full {
+				top = max(top, value(&c.Series[i]))
+			}
+		}
+	}
+	shade, err := plotter.NewPolygon(plotter.XYs{
+		{X: float64(r.ImpairFrom), Y: 0}, {X: float64(r.ImpairTo), Y: 0},
+		{X: float64(r.ImpairTo), Y: top * 1.05}, {X: float64(r.ImpairFrom), Y: top * 1.05},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("plot impairment: %w", err)
+	}
+	shade.Color = color.NRGBA{R: 0x80, G: 0x80, B: 0x80, A: 0x30}
+	shade.Width = 0
+	p.Add(shade)
 	for _, c := range r.Swarm.Clients {
 		var pts plotter.XYs
 		for i := range c.Series {
@@ -80,12 +98,9 @@ func seriesPlot(r *congestionlab.Result, title, yLabel string, value func(*botsw
 			if !s.Full {
 				continue
 			}
-			v := value(s)
-			if v < 0 {
-				continue
+			if v := value(s); v >= 0 {
+				pts = append(pts, plotter.XY{X: float64(s.T) + 0.5, Y: v})
 			}
-			pts = append(pts, plotter.XY{X: float64(s.T) + 0.5, Y: v})
-			top = max(top, v)
 		}
 		if len(pts) == 0 {
 			continue
@@ -98,16 +113,6 @@ func seriesPlot(r *congestionlab.Result, title, yLabel string, value func(*botsw
 		line.Width = vg.Points(1)
 		p.Add(line)
 	}
-	shade, err := plotter.NewPolygon(plotter.XYs{
-		{X: float64(r.ImpairFrom), Y: 0}, {X: float64(r.ImpairTo), Y: 0},
-		{X: float64(r.ImpairTo), Y: top * 1.05}, {X: float64(r.ImpairFrom), Y: top * 1.05},
-	})
-	if err != nil {
-		return nil, fmt.Errorf("plot impairment: %w", err)
-	}
-	shade.Color = color.RGBA{R: 0x80, G: 0x80, B: 0x80, A: 0x30}
-	shade.Width = 0
-	p.Add(shade)
 	for _, class := range []string{congestionlab.ClassHealthy, congestionlab.ClassLossy, congestionlab.ClassCapped} {
 		l, err := plotter.NewLine(plotter.XYs{{X: 0, Y: 0}, {X: 0, Y: 0}})
 		if err != nil {
@@ -117,6 +122,7 @@ func seriesPlot(r *congestionlab.Result, title, yLabel string, value func(*botsw
 		p.Legend.Add(class, l)
 	}
 	p.Legend.Top = true
+	p.Legend.YOffs = -vg.Millimeter * 6 // below the title
 	p.Add(plotter.NewGrid())
 	return p, nil
 }

@@ -52,6 +52,9 @@ type Options struct {
 	// a bottleneck queue of QueueMs.
 	CapRatio float64
 	QueueMs  float64
+	// Netcode is the server's netcode config; absent fields take their defaults.
+	// ControllerEnabled overrides its congestion.enabled.
+	Netcode netcode.NetcodeConfig
 	// ControllerEnabled is the netcode congestion.enabled of the server.
 	ControllerEnabled bool
 	// Population is the number of moving entities in the demo world.
@@ -123,13 +126,29 @@ type Result struct {
 }
 
 // ServerSample is the broadcaster's view at the end of second T: the ticks it ran in that second,
-// how late the latest of them started and the longest one's work, and its peers.
+// how late the latest of them started, the longest one's work, how many ran in overload mode, and
+// its peers.
 type ServerSample struct {
-	T         int                `json:"t"`
-	Ticks     int                `json:"ticks"`
-	MaxLateMs float64            `json:"maxLateMs"`
-	MaxWorkMs float64            `json:"maxWorkMs"`
-	Peers     []netcode.PeerInfo `json:"peers"`
+	T               int                `json:"t"`
+	Ticks           int                `json:"ticks"`
+	MaxLateMs       float64            `json:"maxLateMs"`
+	MaxWorkMs       float64            `json:"maxWorkMs"`
+	OverloadedTicks int                `json:"overloadedTicks"`
+	Peers           []netcode.PeerInfo `json:"peers"`
+}
+
+// What a second in which the server's tick loop kept time looks like (ServerSample.KeptTime).
+const (
+	KeptMinTicks = 55
+	KeptMaxLate  = 50 * time.Millisecond
+)
+
+// KeptTime reports whether the server's tick loop kept time in the second: it ran at least
+// KeptMinTicks ticks, none started more than KeptMaxLate late, and none in overload mode. A tick
+// loop starved of CPU (a loaded machine) sends less to everyone and reads ACKs late, which the
+// congestion controller cannot tell from loss, so such a second says little about the network.
+func (s *ServerSample) KeptTime() bool {
+	return s.Ticks >= KeptMinTicks && s.MaxLateMs <= ms(KeptMaxLate) && s.OverloadedTicks == 0
 }
 
 // Clients returns the bots of a class.
@@ -146,6 +165,16 @@ func (r *Result) Clients(class string) []botswarm.ClientReport {
 // Window summarizes a class over the seconds [from, to).
 func (r *Result) Window(class string, from, to int) botswarm.Summary {
 	return botswarm.Summarize(r.Clients(class), from, to)
+}
+
+// ServerSecond returns the server sample of second t, if there is one.
+func (r *Result) ServerSecond(t int) (ServerSample, bool) {
+	for _, s := range r.Server {
+		if s.T == t {
+			return s, true
+		}
+	}
+	return ServerSample{}, false
 }
 
 // LinkemClient returns the proxy stats of a bot (lossy or capped) at the end of the impairment.
@@ -183,7 +212,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		// Best effort: the figures stand either way, they are only noisier without it.
 		_ = boostPriority(o.Nice)
 	}
-	nc := netcode.NetcodeConfig{}
+	nc := *o.Netcode.DeepCopy()
 	nc.Congestion.Enabled = &o.ControllerEnabled
 	var ticks tickWatch
 	srv, err := broadcast.New(broadcast.Options{
@@ -358,9 +387,10 @@ func (l *lab) until(ctx context.Context, t time.Time, phase string, res *Result)
 		case <-timer.C:
 		}
 		tick := l.srv.Tick()
-		late, work := l.ticks.take()
+		late, work, overloaded := l.ticks.take()
 		res.Server = append(res.Server, ServerSample{
-			T: sec, Ticks: int(tick - l.lastTick), MaxLateMs: ms(late), MaxWorkMs: ms(work), Peers: l.srv.Peers(nil),
+			T: sec, Ticks: int(tick - l.lastTick), MaxLateMs: ms(late), MaxWorkMs: ms(work), OverloadedTicks: overloaded,
+			Peers: l.srv.Peers(nil),
 		})
 		l.lastTick = tick
 		if l.o.Progress != nil {
@@ -380,15 +410,18 @@ func (l *lab) botsByPort() map[uint16]int {
 	return out
 }
 
-// tickWatch keeps the largest lateness and work of the server's ticks since it was last taken.
-// observe runs on the tick goroutine, take on the lab's.
+// tickWatch keeps the largest lateness and work of the server's ticks, and the number run in
+// overload mode, since it was last taken. observe runs on the tick goroutine, take on the lab's.
 type tickWatch struct {
-	late, work atomic.Int64
+	late, work, overloaded atomic.Int64
 }
 
 func (w *tickWatch) observe(st broadcast.TickStats) {
 	raise(&w.late, int64(st.Late))
 	raise(&w.work, int64(st.Work))
+	if st.Overloaded {
+		w.overloaded.Add(1)
+	}
 }
 
 func raise(v *atomic.Int64, x int64) {
@@ -400,8 +433,8 @@ func raise(v *atomic.Int64, x int64) {
 	}
 }
 
-func (w *tickWatch) take() (late, work time.Duration) {
-	return time.Duration(w.late.Swap(0)), time.Duration(w.work.Swap(0))
+func (w *tickWatch) take() (late, work time.Duration, overloaded int) {
+	return time.Duration(w.late.Swap(0)), time.Duration(w.work.Swap(0)), int(w.overloaded.Swap(0))
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

@@ -63,7 +63,8 @@ type CappedFigures struct {
 	// QueueP95Ms is AgeP95Ms - BaseAgeMs; SteadyQueueP95Ms likewise.
 	QueueP95Ms       float64 `json:"queueP95Ms"`
 	SteadyQueueP95Ms float64 `json:"steadyQueueP95Ms"`
-	// LinkemQueueP95Ms is linkem's queueing-delay p95 per client when the impairment ended. linkem
+	// LinkemQueueP95Ms is linkem's queueing-delay p95 per client when the impairment ended (-1 if
+	// linkem did not know the client). linkem
 	// counts every packet since the client's first, the warm-up's (with no queue, 0) included,
 	// so it understates the impairment's own p95.
 	LinkemQueueP95Ms []float64 `json:"linkemQueueP95Ms"`
@@ -110,7 +111,7 @@ func (r *Result) Measure() Targets {
 	t.Capped.QueueP95Ms = t.Capped.AgeP95Ms - t.Capped.BaseAgeMs
 	t.Capped.SteadyQueueP95Ms = t.Capped.SteadyAgeP95Ms - t.Capped.BaseAgeMs
 	for _, c := range capped {
-		q := math.NaN()
+		q := -1.0 // unknown
 		if lc, ok := r.LinkemClient(c); ok {
 			q = float64(lc.Down.QueueDelayP95.Microseconds()) / 1000
 		}
@@ -137,10 +138,8 @@ func (r *Result) Measure() Targets {
 
 // ServerTicks is the number of ticks the server ran in second t of the run, -1 if unknown.
 func (r *Result) ServerTicks(t int) int {
-	for _, s := range r.Server {
-		if s.T == t {
-			return s.Ticks
-		}
+	if s, ok := r.ServerSecond(t); ok {
+		return s.Ticks
 	}
 	return -1
 }

@@ -1,0 +1,158 @@
+package congestionlab
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/netfleet/netfleet/internal/botswarm"
+)
+
+// What a second must show to be judged (see judged), and the margins of the assertions.
+const (
+	// A second is judged when the server kept time (ServerSample.KeptTime) in it and the
+	// judgeSettleSec seconds before it. The settling time covers the controller's climb back from
+	// a back-off a starved tick loop caused (throttle floor to 1 in about 1.7 s).
+	judgeSettleSec = 3
+	// A backed-off client is sent at most 30 Hz; its median must stay under backedOffHz.
+	backedOffHz = 40
+	// A recovered client is sent every tick again; two judged seconds in a row at recoveredHz or
+	// more show it, from recoveryFromSec after the impairment ended (the expected climb is about
+	// 2.5 s).
+	recoveredHz     = 50
+	recoveryFromSec = 4
+	// A healthy client's frames over two judged seconds may trail the ticks the server ran by at
+	// most healthySlack (a bot woken late moves frames across a second boundary; a backed-off one
+	// misses half of them).
+	healthySlack = 20
+	// minJudgedPairs is how many pairs of judged seconds the healthy check needs; fewer mean the
+	// machine was too loaded for the run to say anything, and the test is skipped.
+	minJudgedPairs = 3
+)
+
+// TestCongestionResponse runs the reference scenario with the controller enabled and checks what
+// the clients observed: the lossy and capped clients are backed off well under 60 Hz soon after
+// the impairment starts and come back to full rate after it ends, while the healthy clients keep
+// full rate throughout. The reference targets themselves are measured by make bench-congestion;
+// this test holds the behaviour with wide margins, and judges only seconds in which the server's
+// tick loop kept time (see judged), so a loaded machine cannot pass for a congested link.
+func TestCongestionResponse(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	r, err := Run(ctx, DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if t.Failed() {
+			logTimeline(t, r)
+		}
+	}()
+	end := len(r.Swarm.Clients[0].Series) - 1 // the closing second is partial
+	for _, c := range r.Swarm.Clients {
+		if c.State != botswarm.StateDone {
+			t.Fatalf("client %d (%s): state %q, code %d: every session should last the run", c.ID, c.Class, c.State, c.CloseCode)
+		}
+	}
+	var judgedSecs []int
+	for s := SettleSec; s < end; s++ {
+		if judged(r, s) {
+			judgedSecs = append(judgedSecs, s)
+		}
+	}
+	t.Logf("capped demand %v B/s, capped at %v B/s; impairment in seconds [%d, %d) of %d; judged seconds %v",
+		r.Demand, r.Cap, r.ImpairFrom, r.ImpairTo, end, judgedSecs)
+
+	// Healthy first: without judged seconds nothing else can be trusted either.
+	pairs := 0
+	for s := SettleSec; s+1 < end; s++ {
+		if !judged(r, s) || !judged(r, s+1) {
+			continue
+		}
+		pairs++
+		ticks := r.ServerTicks(s) + r.ServerTicks(s+1)
+		for _, c := range r.Clients(ClassHealthy) {
+			if got := c.Series[s].Hz + c.Series[s+1].Hz; got < ticks-healthySlack {
+				t.Errorf("healthy client %d: %d frames in seconds %d-%d, the server ran %d ticks", c.ID, got, s, s+1, ticks)
+			}
+		}
+	}
+	if pairs < minJudgedPairs {
+		t.Skipf("only %d pairs of seconds in which the server's tick loop kept time (machine overloaded); judged seconds %v", pairs, judgedSecs)
+	}
+
+	for _, class := range []string{ClassLossy, ClassCapped} {
+		for _, c := range r.Clients(class) {
+			// Starvation only ever lowers rates, so the back-off is judged over every second.
+			impaired := sentHz(c, r.ImpairFrom+3, r.ImpairTo)
+			if impaired > backedOffHz {
+				t.Errorf("%s client %d: median send rate %.1f Hz from 3 s into the impairment, want backed off (<= %d)", class, c.ID, impaired, backedOffHz)
+			}
+			recovered, seen := false, false
+			for s := r.ImpairTo + recoveryFromSec; s+1 < end; s++ {
+				if judged(r, s) && judged(r, s+1) {
+					seen = true
+					recovered = recovered || c.Series[s].Hz >= recoveredHz && c.Series[s+1].Hz >= recoveredHz
+				}
+			}
+			t.Logf("%s client %d: impaired send rate median %.1f Hz; recovered %v (judged %v)", class, c.ID, impaired, recovered, seen)
+			if !seen {
+				t.Skipf("no two seconds in a row in which the server kept time from %d s after the impairment (machine overloaded)", recoveryFromSec)
+			}
+			if !recovered {
+				t.Errorf("%s client %d: not back at %d Hz for two seconds from %d s after the impairment ended", class, c.ID, recoveredHz, recoveryFromSec)
+			}
+		}
+	}
+}
+
+// judged reports whether second s and the judgeSettleSec before it are ones in which the server's
+// tick loop kept time.
+func judged(r *Result, s int) bool {
+	for i := s - judgeSettleSec; i <= s; i++ {
+		if i < 0 {
+			continue
+		}
+		sample, ok := r.ServerSecond(i)
+		if !ok || !sample.KeptTime() {
+			return false
+		}
+	}
+	return true
+}
+
+// sentHz is the median of a client's estimated send rate over the seconds [from, to).
+func sentHz(c botswarm.ClientReport, from, to int) float64 {
+	var v []float64
+	for s := from; s < to; s++ {
+		v = append(v, c.Series[s].SentHz())
+	}
+	return medianOf(v)
+}
+
+// logTimeline logs every client's per-second rate, lost packets and snapshot age, and the
+// server's ticks, throttles and RTTs by slot, so a failure shows what happened when.
+func logTimeline(t *testing.T, r *Result) {
+	t.Helper()
+	for _, c := range r.Swarm.Clients {
+		var hz, lost, age []string
+		for _, s := range c.Series {
+			hz = append(hz, fmt.Sprint(s.Hz))
+			lost = append(lost, fmt.Sprint(s.Lost))
+			age = append(age, fmt.Sprintf("%.0f", s.AgeP95Ms))
+		}
+		t.Logf("client %2d %-7s Hz   %s", c.ID, c.Class, strings.Join(hz, " "))
+		t.Logf("client %2d %-7s lost %s", c.ID, c.Class, strings.Join(lost, " "))
+		t.Logf("client %2d %-7s age  %s", c.ID, c.Class, strings.Join(age, " "))
+	}
+	for _, s := range r.Server {
+		var peers []string
+		for _, p := range s.Peers {
+			peers = append(peers, fmt.Sprintf("%d:%.0fHz/th%.2f/rtt%.0f/loss%.2f", p.Slot, p.SendRateHz, p.Throttle, p.RTTMillis, p.LossRatio))
+		}
+		t.Logf("server second %d: %d ticks (%d overloaded), latest start %.0f ms late, longest %.1f ms; %s",
+			s.T, s.Ticks, s.OverloadedTicks, s.MaxLateMs, s.MaxWorkMs, strings.Join(peers, " "))
+	}
+}
