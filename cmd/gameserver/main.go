@@ -36,6 +36,7 @@ import (
 	"github.com/netfleet/netfleet/api/netcode"
 	"github.com/netfleet/netfleet/gameserver/admin"
 	"github.com/netfleet/netfleet/gameserver/broadcast"
+	"github.com/netfleet/netfleet/gameserver/metrics"
 	"github.com/netfleet/netfleet/gameserver/world"
 )
 
@@ -174,28 +175,18 @@ func run(ctx context.Context, args []string, getenv func(string) (string, bool),
 	}
 
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	tickSeconds := prometheus.NewHistogram(prometheus.HistogramOpts{
-		Name:    "netfleet_gameserver_tick_duration_seconds",
-		Help:    "Time one tick of the game server takes, from its start to its flush.",
-		Buckets: []float64{0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.004, 0.008, 0.016, 0.032, 0.064},
-	})
-	peers := prometheus.NewGauge(prometheus.GaugeOpts{
-		Name: "netfleet_gameserver_connected_peers",
-		Help: "Peers connected to the game server.",
-	})
-	reg.MustRegister(tickSeconds, peers)
+	// The admin server serves the registry, so no scrape reads srv before it is set.
+	var srv *admin.Server
+	m := metrics.New(metrics.Options{Slots: s.opts.MaxPeers, Status: func() netcode.ConfigStatus { return srv.Status() }})
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), m)
 	s.opts.Logger = log
-	s.opts.OnTick = func(ts broadcast.TickStats) {
-		tickSeconds.Observe(ts.Work.Seconds())
-		peers.Set(float64(ts.Peers))
-	}
+	s.opts.OnTick, s.opts.OnSecond, s.opts.OnPeerEnd = m.ObserveTick, m.ObserveSecond, m.ObservePeerEnd
 
 	b, err := broadcast.New(s.opts)
 	if err != nil {
 		return err
 	}
-	srv, err := admin.New(b, admin.Options{
+	srv, err = admin.New(b, admin.Options{
 		Token: s.token, Initial: s.netcode, Gatherer: reg, Logger: log, ReadyWithoutPush: s.readyWithoutPush,
 	})
 	if err != nil {
