@@ -185,7 +185,7 @@ func newDescs() descs {
 		peerRate:     d("netfleet_gameserver_peer_send_rate_hertz", "A peer's snapshot send rate over the last second.", "peer"),
 		peerLoss:     d("netfleet_gameserver_peer_loss_ratio", "A peer's application-level snapshot loss, from the client's acknowledgements.", "peer"),
 		peerEnetLoss: d("netfleet_gameserver_peer_enet_loss_ratio", "A peer's reliable-packet loss as ENet measures it.", "peer"),
-		peerRTT:      d("netfleet_gameserver_peer_rtt_seconds", "A peer's smoothed round-trip time as ENet measures it; 0 until measured.", "peer"),
+		peerRTT:      d("netfleet_gameserver_peer_rtt_seconds", "A peer's smoothed round-trip time as ENet measures it.", "peer"),
 		peerThrottle: d("netfleet_gameserver_peer_throttle_ratio", "A peer's congestion throttle, in [congestion.minSendHz / tickRateHz, 1].", "peer"),
 		peerBytes:    d("netfleet_gameserver_peer_sent_bytes_total", "Payload bytes handed to the transport for a peer since it connected.", "peer"),
 		peerBudget:   d("netfleet_gameserver_peer_frame_budget_bytes", "The byte budget of a peer's last frame.", "peer"),
@@ -207,7 +207,7 @@ func New(opts Options) *Collector {
 		peersLoss: hist("netfleet_gameserver_peers_loss_ratio",
 			"Every connected peer's application-level snapshot loss, observed once a second: a distribution over peer-seconds.", lossBuckets),
 		peersRTT: hist("netfleet_gameserver_peers_rtt_seconds",
-			"Every connected peer's round-trip time, observed once a second once measured: a distribution over peer-seconds.", rttBuckets),
+			"Every connected peer's round-trip time, observed once a second: a distribution over peer-seconds.", rttBuckets),
 		folded: make([]counted, slots),
 		descs:  newDescs(),
 	}
@@ -231,9 +231,7 @@ func (c *Collector) ObserveSecond(sec broadcast.Second) {
 		st := &sec.Peers[i].Stats
 		c.peersRate.Observe(st.SendRateHz)
 		c.peersLoss.Observe(st.LossRatio)
-		if st.RTTMs > 0 {
-			c.peersRTT.Observe(float64(st.RTTMs) / 1000)
-		}
+		c.peersRTT.Observe(float64(st.RTTMs) / 1000)
 	}
 
 	c.mu.Lock()
