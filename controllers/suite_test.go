@@ -68,6 +68,10 @@ func runTests(m *testing.M) int {
 	cfg, err := env.Start()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "start envtest:", err)
+		// A start that failed late (e.g. on a CRD) leaves etcd and the API server running.
+		if err := env.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "stop envtest:", err)
+		}
 		return 1
 	}
 	defer func() {
