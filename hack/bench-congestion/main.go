@@ -245,7 +245,8 @@ func verdicts(e *congestionlab.Result, te, td congestionlab.Targets) []verdict {
 	out := []verdict{
 		{
 			Target:   fmt.Sprintf("lossy: send rate <= %d Hz within %d s of the impairment starting", congestionlab.LossyMaxHz, congestionlab.LossyBackoffSec),
-			Measured: fmt.Sprintf("held from %v s per client; highest after %d s: %.1f Hz", l.BackoffSec, congestionlab.LossyBackoffSec, l.MaxSentHz),
+			Measured: fmt.Sprintf("held from %v s per client (two-second mean); highest after %d s: %.1f Hz two-second mean, %.1f Hz in one second",
+				l.BackoffSec, congestionlab.LossyBackoffSec, l.MaxSentHz, l.MaxSecondSentHz),
 			Met:      l.BackoffOK,
 		},
 		{

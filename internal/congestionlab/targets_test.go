@@ -79,7 +79,7 @@ func TestMeasure(t *testing.T) {
 			client(0, ClassHealthy, full, 2, 2),
 			client(1, ClassHealthy, []int{60, 60, 60, 60, 60, 40, 60, 60, 60, 60, 60, 0}, 2, 2),
 			client(2, ClassHealthy, []int{60, 60, 60, 60, 60, 40, 60, 60, 60, 60, 60, 0}, 2, 2),
-			client(3, ClassLossy, []int{60, 60, 60, 60, 40, 20, 10, 10, 30, 60, 60, 0}, 2, 82),
+			client(3, ClassLossy, []int{60, 60, 60, 60, 50, 20, 10, 10, 30, 60, 60, 0}, 2, 82),
 			client(4, ClassLossy, []int{60, 60, 60, 60, 30, 30, 30, 10, 60, 55, 60, 0}, 2, 82),
 			client(5, ClassCapped, []int{60, 60, 60, 60, 10, 10, 10, 10, 60, 60, 60, 0}, 4, 30),
 		}},
@@ -88,7 +88,7 @@ func TestMeasure(t *testing.T) {
 	got := r.Measure()
 	want := Targets{
 		Lossy: LossyFigures{
-			MaxSentHz: 30, BackoffSec: []int{1, 0}, RecoverySec: []int{1, 0}, BackoffOK: true, RecoveryOK: true,
+			MaxSentHz: 20, MaxSecondSentHz: 30, BackoffSec: []int{1, 0}, RecoverySec: []int{1, 0}, BackoffOK: true, RecoveryOK: true,
 		},
 		Capped: CappedFigures{
 			BaseAgeMs: 4, AgeP95Ms: 30, SteadyAgeP95Ms: 30, QueueP95Ms: 26, SteadyQueueP95Ms: 26,
