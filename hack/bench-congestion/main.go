@@ -244,10 +244,10 @@ func verdicts(e *congestionlab.Result, te, td congestionlab.Targets) []verdict {
 	l, c, h := te.Lossy, te.Capped, te.Healthy
 	out := []verdict{
 		{
-			Target:   fmt.Sprintf("lossy: send rate <= %d Hz within %d s of the impairment starting", congestionlab.LossyMaxHz, congestionlab.LossyBackoffSec),
+			Target: fmt.Sprintf("lossy: send rate <= %d Hz within %d s of the impairment starting", congestionlab.LossyMaxHz, congestionlab.LossyBackoffSec),
 			Measured: fmt.Sprintf("held from %v s per client (two-second mean); highest after %d s: %.1f Hz two-second mean, %.1f Hz in one second",
 				l.BackoffSec, congestionlab.LossyBackoffSec, l.MaxSentHz, l.MaxSecondSentHz),
-			Met:      l.BackoffOK,
+			Met: l.BackoffOK,
 		},
 		{
 			Target:   fmt.Sprintf("lossy: back to >= %d Hz within %d s of the impairment ending", congestionlab.LossyRecoveredHz, congestionlab.LossyRecoverySec),
