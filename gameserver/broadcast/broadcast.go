@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"runtime"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/netfleet/netfleet/api/netcode"
 	"github.com/netfleet/netfleet/gameserver/enet"
@@ -85,6 +88,10 @@ type TickStats struct {
 	// Work is the time the tick took, from its start to its flush; Late is how far after its
 	// deadline it started.
 	Work, Late time.Duration
+	// CPU is the CPU time the tick's work took on the tick loop's thread, and ServiceCPU the CPU
+	// time the loop spent servicing the transport (and serving calls) before it: unlike Work and
+	// Late, they do not count time the thread waited for a core on a busy machine.
+	CPU, ServiceCPU time.Duration
 	// Peers is the number of connected peers.
 	Peers int
 	// Overloaded reports that the server runs in overload mode (see Overload).
@@ -273,10 +280,15 @@ func (b *Broadcaster) Run() error {
 		return errors.New("broadcast: Run called twice")
 	}
 	defer close(b.done)
+	// ENet hosts are single-threaded and every tick makes cgo calls: the loop keeps its thread,
+	// which also makes the thread's CPU clock the loop's own.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	close(b.started)
 	b.log.Info("game server running", "address", b.host.Address().String(), "tickRateHz", b.cfg.TickRateHz,
 		"peerSlots", len(b.sessions), "entities", b.world.Count())
 	next := time.Now()
+	cpu0 := threadCPU()
 	for {
 		next = next.Add(b.period)
 		if err := b.serviceUntil(next); err != nil {
@@ -293,14 +305,18 @@ func (b *Broadcaster) Run() error {
 			return nil
 		default:
 		}
+		cpu1 := threadCPU()
 		start := time.Now()
 		late := start.Sub(next)
 		b.tick(start)
 		work := time.Since(start)
+		cpu2 := threadCPU()
 		b.load.observe(work, late, b.period, int(b.cfg.TickRateHz))
 		if b.onTick != nil {
-			b.onTick(TickStats{Tick: b.ticks.Load(), Work: work, Late: late, Peers: b.live, Overloaded: b.load.on})
+			b.onTick(TickStats{Tick: b.ticks.Load(), Work: work, Late: late, CPU: cpu2 - cpu1, ServiceCPU: cpu1 - cpu0,
+				Peers: b.live, Overloaded: b.load.on})
 		}
+		cpu0 = cpu2
 		b.publishSecond(start)
 		// A loop that fell more than a tick behind starts afresh rather than running a burst of
 		// ticks to catch up.
@@ -507,6 +523,15 @@ func linkOf(p enet.Peer) session.Link {
 		l.RTTMs = uint32(ls.RTT / time.Millisecond)
 	}
 	return l
+}
+
+// threadCPU is the CPU time the calling thread has used.
+func threadCPU() time.Duration {
+	var ts unix.Timespec
+	if unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts) != nil {
+		return 0
+	}
+	return time.Duration(ts.Nano())
 }
 
 // peerSender sends a session's messages to its ENet peer. It is a single pointer, so passing it
