@@ -197,10 +197,15 @@ func TestAdversaries(t *testing.T) {
 			t.Errorf("good client %d was disconnected (%d)", bt.data, bt.code)
 		}
 	}
+	// The attack never made a good session skip. Its rate is the congestion controller's, which a
+	// loaded machine (late acknowledgements) may lower toward congestion.minSendHz, never below.
 	for _, p := range b.PeerStats(nil) {
 		for _, bt := range good {
-			if slots[bt.data] == p.Stats.Slot && p.Stats.SendRateHz < 30 {
-				t.Errorf("good client %d served at %.0f Hz during the attack", bt.data, p.Stats.SendRateHz)
+			if slots[bt.data] != p.Stats.Slot {
+				continue
+			}
+			if c := p.Counters; c.SkipsBusy+c.SkipsPool != 0 || p.Stats.SendRateHz < netcode.DefaultCongestionMinSendHz/2 {
+				t.Errorf("good client %d during the attack: %.0f Hz, %+v", bt.data, p.Stats.SendRateHz, c)
 			}
 		}
 	}
