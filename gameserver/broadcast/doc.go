@@ -35,9 +35,14 @@
 // A client connects with Channels (2) channels. The server sends SNAPSHOT packets unreliably on
 // ChannelSnapshot and RESET messages reliably on ChannelReliable. Clients send ACKs (one per
 // batch of received packets) and PINGs (4 Hz) unreliably; COMMANDs go reliably or not, as the
-// game needs. The server accepts every message on any channel. The server closes a session with ENet disconnect data:
-// protocol.CloseGoingAway (1001) when it shuts down. The demo world's game input is a move
-// (AppendMove): the sender's avatar walks to a point.
+// game needs. The server accepts every message on any channel. A client may
+// declare a rate class in its connect data (session.ConnectDataRateClass). The server closes a
+// session with ENet disconnect data: protocol.CloseGoingAway (1001) when it shuts down,
+// protocol.CloseAbuse (1008) when the client keeps sending over its inbound budget,
+// protocol.CloseStalled (1013) when the session stayed stalled — and, as "try again later", when
+// the pools or the world have no room for a new connection — and protocol.CloseNoPing (4001)
+// when the client stopped pinging. The demo world's game input is a move (AppendMove): the
+// sender's avatar walks to a point.
 //
 // ENet pings every peer every PingInterval (250 ms) so its RTT stays fresh whatever the snapshot
 // cadence, and ENet's own unreliable throttle is pinned open: the congestion controller and the
@@ -77,6 +82,10 @@
 // (backpressure.pushLogTicks at most HistoryTicks - 8); the state pool must hold one session's
 // base state and the ingress pool one session's inbox. Each refusal names the field.
 //
+// The loop keeps its OS thread (ENet hosts are single-threaded and every tick makes cgo calls),
+// so TickStats can report the CPU time of each tick apart from the time a busy machine makes it
+// wait.
+//
 // It imports the transport (enet), the world, and the session, snapshot and protocol packages; it
-// must not import the admin API or the metrics (they plug in through Runtime and OnTick).
+// must not import the admin API or the metrics (they plug in through Runtime and the hooks).
 package broadcast
