@@ -33,16 +33,15 @@
 // # Client contract
 //
 // A client connects with Channels (2) channels. The server sends SNAPSHOT packets unreliably on
-// ChannelSnapshot and RESET messages reliably on ChannelReliable. Clients send ACKs (one per
-// batch of received packets) and PINGs (4 Hz) unreliably; COMMANDs go reliably or not, as the
-// game needs. The server accepts every message on any channel. A client may
-// declare a rate class in its connect data (session.ConnectDataRateClass). The server closes a
-// session with ENet disconnect data: protocol.CloseGoingAway (1001) when it shuts down,
-// protocol.CloseAbuse (1008) when the client keeps sending over its inbound budget,
-// protocol.CloseStalled (1013) when the session stayed stalled — and, as "try again later", when
-// the pools or the world have no room for a new connection — and protocol.CloseNoPing (4001)
-// when the client stopped pinging. The demo world's game input is a move (AppendMove): the
-// sender's avatar walks to a point.
+// ChannelSnapshot and RESET messages reliably on ChannelReliable. Clients send ACKs (one per batch
+// of received packets) and PINGs (4 Hz) unreliably; COMMANDs go reliably or not, as the game
+// needs. The server accepts every message on any channel. A client may declare a rate class in its
+// connect data (session.ConnectDataRateClass). The server closes a session with ENet disconnect
+// data: protocol.CloseGoingAway (1001) when it shuts down, protocol.CloseAbuse (1008) when the
+// client keeps sending over its inbound budget, protocol.CloseStalled (1013) when the session
+// stayed stalled — and, as "try again later", when the pools or the world have no room for a new
+// connection — and protocol.CloseNoPing (4001) when the client stopped pinging. The demo world's
+// game input is a move (AppendMove): the sender's avatar walks to a point.
 //
 // ENet pings every peer every PingInterval (250 ms) so its RTT stays fresh whatever the snapshot
 // cadence, and ENet's own unreliable throttle is pinned open: the congestion controller and the
