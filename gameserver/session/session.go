@@ -142,7 +142,7 @@ func New(cfg Config, frames *FramePool) *Session {
 }
 
 // Start makes the session serve a new peer in slot, replicating through snap around focus (the
-// peer's avatar). snap must be fresh (snapshot.Pool.Get) and is owned by the session until End.
+// peer's avatar). snap must be fresh (StatePool.Get) and is owned by the session until End.
 //
 // declaredClass is the rate class the peer declared (DeclaredRateClass of its connect data).
 func (s *Session) Start(slot int, snap *snapshot.Session, focus world.ID, declaredClass int, now Now) error {
