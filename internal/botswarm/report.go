@@ -194,6 +194,21 @@ func Summarize(clients []ClientReport, from, to int) Summary {
 	return s
 }
 
+// AgeQuantile returns the snapshot age at quantile q over every packet the clients received in
+// their full seconds within [from, to) (to <= 0: up to the end), in ms; -1 without packets.
+func AgeQuantile(clients []ClientReport, from, to int, q float64) float64 {
+	var hist ageTotal
+	for i := range clients {
+		w := window(clients[i].Series, from, to)
+		for j := range w {
+			if w[j].Full {
+				hist.merge(&w[j].Age)
+			}
+		}
+	}
+	return hist.quantile(q)
+}
+
 // window returns the seconds of series with from <= T < to (to <= 0: no upper bound).
 func window(series []Second, from, to int) []Second {
 	lo := max(from, 0)

@@ -179,3 +179,22 @@ func TestSentHz(t *testing.T) {
 		}
 	}
 }
+
+func TestAgeQuantile(t *testing.T) {
+	clients := []ClientReport{fakeClient(-1, 60, 60, 30), fakeClient(-1, 60, 10, 10)}
+	tests := []struct {
+		from, to int
+		q        float64
+		want     float64
+	}{
+		{from: 0, to: 0, q: 0.05, want: 1},
+		{from: 0, to: 0, q: 1, want: 3},
+		{from: 2, to: 3, q: 0.5, want: 2},
+		{from: 0, to: 1, q: 0.5, want: -1},
+	}
+	for _, tc := range tests {
+		if got := AgeQuantile(clients, tc.from, tc.to, tc.q); got != tc.want {
+			t.Errorf("AgeQuantile(%d, %d, %v) = %v, want %v", tc.from, tc.to, tc.q, got, tc.want)
+		}
+	}
+}

@@ -70,6 +70,11 @@ type CappedFigures struct {
 	// QueueP95Ms is AgeP95Ms - BaseAgeMs; SteadyQueueP95Ms likewise.
 	QueueP95Ms       float64 `json:"queueP95Ms"`
 	SteadyQueueP95Ms float64 `json:"steadyQueueP95Ms"`
+	// LinkAgeP5Ms is their snapshot-age p5 over the impairment: the delay of a capped path with
+	// (almost) nothing queued, one packet's serialization at the capped rate; a thin cap makes it
+	// tens of milliseconds. QueueP95AboveLinkMs is AgeP95Ms - LinkAgeP5Ms: the queueing on top.
+	LinkAgeP5Ms         float64 `json:"linkAgeP5Ms"`
+	QueueP95AboveLinkMs float64 `json:"queueP95AboveLinkMs"`
 	// LinkemQueueP95Ms is linkem's queueing-delay p95 per client when the impairment ended (-1 if
 	// linkem did not know the client). linkem
 	// counts every packet since the client's first, the warm-up's (with no queue, 0) included,
@@ -123,6 +128,8 @@ func (r *Result) Measure() Targets {
 	t.Capped.SteadyAgeP95Ms = botswarm.Summarize(capped, r.ImpairFrom+LossyBackoffSec, r.ImpairTo).AgeP95Ms
 	t.Capped.QueueP95Ms = t.Capped.AgeP95Ms - t.Capped.BaseAgeMs
 	t.Capped.SteadyQueueP95Ms = t.Capped.SteadyAgeP95Ms - t.Capped.BaseAgeMs
+	t.Capped.LinkAgeP5Ms = botswarm.AgeQuantile(capped, r.ImpairFrom, r.ImpairTo, 0.05)
+	t.Capped.QueueP95AboveLinkMs = t.Capped.AgeP95Ms - t.Capped.LinkAgeP5Ms
 	for _, c := range capped {
 		q := -1.0 // unknown
 		if lc, ok := r.LinkemClient(c); ok {

@@ -92,6 +92,7 @@ func TestMeasure(t *testing.T) {
 		},
 		Capped: CappedFigures{
 			BaseAgeMs: 4, AgeP95Ms: 30, SteadyAgeP95Ms: 30, QueueP95Ms: 26, SteadyQueueP95Ms: 26,
+			LinkAgeP5Ms: 30, QueueP95AboveLinkMs: 0,
 			LinkemQueueP95Ms: []float64{-1}, // a synthetic run has no linkem stats
 		},
 		Healthy: HealthyFigures{MinMedianHz: 40, Below: []HealthySecond{{T: 5, MedianHz: 40, ServerTicks: 41}}},
