@@ -373,6 +373,7 @@ func (c *Client) reset(tick uint32) {
 			continue
 		}
 		if e.alive {
+			e.alive = false
 			c.alive--
 		}
 		delete(c.index, e.id)

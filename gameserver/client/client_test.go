@@ -183,6 +183,11 @@ func TestReset(t *testing.T) {
 		if _, ok := c.Entity(1); ok {
 			t.Fatal("entity from before the reset survived it")
 		}
+		var ranged []uint16
+		c.Range(func(e Entity) bool { ranged = append(ranged, e.ID); return true })
+		if len(ranged) != 1 || ranged[0] != 2 || c.Len() != 1 {
+			t.Fatalf("Range after the reset yields %v (Len %d), want only entity 2", ranged, c.Len())
+		}
 		wantState(t, c, 2, at(20))
 		// A packet from before the reset changes nothing.
 		mustHandle(t, c, packet(t, 15, 2, 0, spawn(1, at(15))))

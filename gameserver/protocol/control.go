@@ -10,12 +10,13 @@ type Reset struct {
 	Tick uint32
 }
 
-const resetBytes = 5
+// ResetBytes is the encoded size of a RESET.
+const ResetBytes = 5
 
 // AppendReset appends the encoded RESET to dst.
 func AppendReset(dst []byte, m *Reset) []byte {
 	var w BitWriter
-	dst, start := beginAppend(&w, dst, resetBytes)
+	dst, start := beginAppend(&w, dst, ResetBytes)
 	w.WriteBits(typeByte(MsgReset), 8)
 	w.WriteBits(uint64(m.Tick), 32)
 	return endAppend(&w, dst, start)

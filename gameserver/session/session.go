@@ -126,9 +126,6 @@ type Session struct {
 	level      int // detail level in force
 
 	inbox []byte // queued COMMAND payloads, each prefixed by its length byte
-	// resetMsg is a RESET copied out of its frame: a frame keeps the message inside a struct
-	// that holds pointers, which a cgo transport may not be handed.
-	resetMsg []byte
 
 	ack  protocol.Ack
 	ping protocol.Ping
@@ -138,7 +135,7 @@ type Session struct {
 
 // New returns an inactive session that takes its frames from frames.
 func New(cfg Config, frames *FramePool) *Session {
-	return &Session{cfg: cfg, frames: frames, slot: -1, resetMsg: make([]byte, 0, 16)}
+	return &Session{cfg: cfg, frames: frames, slot: -1}
 }
 
 // Start makes the session serve a new peer in slot, replicating through snap around focus (the
@@ -534,8 +531,7 @@ func (s *Session) pump(out Sender) {
 func (s *Session) drain(sl *frameSlot, out Sender) bool {
 	f := sl.f
 	if sl.reset {
-		s.resetMsg = append(s.resetMsg[:0], f.ResetMessage()...)
-		msg := s.resetMsg
+		msg := f.ResetMessage()
 		if !s.pacer.AdmitReliable(len(msg)) {
 			return false
 		}

@@ -11,12 +11,18 @@ type Frame struct {
 	buf      []byte
 	ends     []int
 	reset    []byte
-	resetBuf [8]byte
+	// resetBuf is its own allocation, not an array inside Frame: a RESET is handed to cgo, which
+	// refuses memory that holds Go pointers, as Frame does.
+	resetBuf []byte
 }
 
 // NewFrame returns a frame that holds up to capacity bytes of packets (backpressure.frameBytes).
 func NewFrame(capacity int) *Frame {
-	return &Frame{buf: make([]byte, capacity), ends: make([]int, 0, capacity/protocol.MinSnapshotBytes/8+1)}
+	return &Frame{
+		buf:      make([]byte, capacity),
+		ends:     make([]int, 0, capacity/protocol.MinSnapshotBytes/8+1),
+		resetBuf: make([]byte, 0, protocol.ResetBytes),
+	}
 }
 
 func (f *Frame) clear(tick uint32) {
