@@ -43,3 +43,21 @@ func cpuTime(tb testing.TB) time.Duration {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// BenchmarkChurn runs 2000 connect/close cycles per second from one host for 2 s against an
+// open source and reports the cycles achieved per second and the attempts that did not complete.
+func BenchmarkChurn(b *testing.B) {
+	for b.Loop() {
+		src := startSource(b, sourceConfig{peers: 4095})
+		r, err := RunChurn(context.Background(), ChurnConfig{
+			Server: src.addr(), Rate: 2000, Duration: 2 * time.Second,
+			ConnectTimeout: 5 * time.Second, CloseTimeout: 5 * time.Second,
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(r.CyclesPerSec, "cycles/s")
+		b.ReportMetric(float64(r.Attempts-r.Cycles), "incomplete")
+		b.ReportMetric(r.ConnectMsP95, "connect-p95-ms")
+	}
+}

@@ -25,6 +25,7 @@ type sourceConfig struct {
 	closeAfter      int           // close a peer with closeCode after this many frames; 0: never
 	closeCode       uint32
 	connectRate     enet.ConnectRate
+	peers           int // peer slots; 256 if 0
 }
 
 // source is a minimal game server for testing the harness: it accepts ENet peers, sends each
@@ -63,9 +64,13 @@ type sourcePeer struct {
 
 func startSource(tb testing.TB, cfg sourceConfig) *source {
 	tb.Helper()
+	peers := cfg.peers
+	if peers == 0 {
+		peers = 256
+	}
 	h, err := enet.NewHost(enet.Config{
 		Address:     netip.MustParseAddrPort("127.0.0.1:0"),
-		Peers:       256,
+		Peers:       peers,
 		Channels:    channelCount,
 		ConnectRate: cfg.connectRate,
 	})
@@ -124,6 +129,9 @@ func (s *source) run() {
 		interval = time.Second / time.Duration(s.cfg.hz)
 	}
 	next := time.Now()
+	if s.cfg.hz == 0 {
+		next = next.Add(time.Hour) // no frames: wait on the socket only
+	}
 	buf := make([]byte, 1200)
 	for {
 		select {
