@@ -42,7 +42,7 @@ func TestChurn(t *testing.T) {
 		},
 		{
 			name: "a full host counts attempts without a slot",
-			cfg:  ChurnConfig{Rate: 100, Duration: 500 * time.Millisecond, ConnectTimeout: 300 * time.Millisecond, CloseTimeout: testDeadline, Peers: 1},
+			cfg:  ChurnConfig{Rate: 100, Duration: 500 * time.Millisecond, ConnectTimeout: 2 * time.Second, CloseTimeout: testDeadline, Peers: 1},
 			// Only one attempt can be in flight; the limiter below keeps it from finishing fast.
 			limit: enet.ConnectRate{PerSecond: 1e-6, Burst: 1},
 			check: func(t *testing.T, r *ChurnReport) {
