@@ -163,6 +163,10 @@ func (s *source) event(ev *enet.Event) {
 	defer s.mu.Unlock()
 	switch ev.Type {
 	case enet.EventConnect:
+		// ENet's own unreliable throttle would drop frames at the sender when a loaded machine
+		// makes RTT jitter; like the game server, the source pins it open, so every frame sent
+		// on loopback arrives.
+		ev.Peer.ConfigureThrottle(5*time.Second, 2, 0)
 		s.peers[ev.Peer] = &sourcePeer{connectedAt: time.Now(), cmdSizes: map[int]int{}}
 	case enet.EventDisconnect:
 		if p := s.peers[ev.Peer]; p != nil {
