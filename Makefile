@@ -62,8 +62,18 @@ verify: generate manifests ## Regenerate and fail on any diff; gofmt, go vet, go
 ##@ Build
 
 .PHONY: build
-build: ## Build every binary into bin/.
-	go build -o $(BIN)/ ./cmd/...
+build: ## Build every command into bin/ (the operator with CGO_ENABLED=0).
+	hack/build.sh
+
+##@ Run
+
+.PHONY: demo
+demo: deps tools test-assets ## Run netfleet end to end on this machine: a Fleet, bots through linkem, a live netcode change; report in _out/demo/.
+	hack/demo.sh
+
+.PHONY: dev
+dev: deps tools test-assets ## Run the local control plane until Ctrl-C, for kubectl (KUBECONFIG=_out/dev/kubeconfig).
+	hack/dev.sh
 
 ##@ Test
 

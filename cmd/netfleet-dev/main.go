@@ -106,9 +106,15 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	}
 	defaultOperator := ""
 	if rootErr == nil {
-		defaultOperator = inRepo("bin/operator") + " --metrics-bind-address=127.0.0.1:18080 --health-probe-bind-address=127.0.0.1:18081"
+		// Every endpoint on loopback; the allocator's token Secret in "default", which exists
+		// (netfleet-system does not on a fresh API server).
+		defaultOperator = inRepo("bin/operator") + " --metrics-bind-address=127.0.0.1:18080 --health-probe-bind-address=127.0.0.1:18081" +
+			" --allocator-bind-address=127.0.0.1:18090 --allocator-token-secret=default/netfleet-allocator-token"
 	}
-	c := &config{images: imageFlag{m: map[string]string{"netfleet/gameserver": inRepo("bin/gameserver")}}}
+	// The game-server image under its published name (the chart's and the samples') and its
+	// short name both run bin/gameserver.
+	gameserver := inRepo("bin/gameserver")
+	c := &config{images: imageFlag{m: map[string]string{"ghcr.io/netfleet/gameserver": gameserver, "netfleet/gameserver": gameserver}}}
 	fs := flag.NewFlagSet("netfleet-dev", flag.ContinueOnError)
 	fs.SetOutput(out)
 	fs.StringVar(&c.dir, "dir", "", "state directory (kubeconfig, operator log, pod logs); default a new temporary directory, removed on exit unless --keep")

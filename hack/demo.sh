@@ -1,0 +1,328 @@
+#!/usr/bin/env bash
+# make demo: netfleet end to end on this machine. It builds the commands, starts the local control
+# plane (netfleet-dev: etcd, kube-apiserver, the operator, and a pod runner that starts each
+# game-server Pod as a process on its own loopback address), applies the sample Fleet of three
+# servers and an allocation, runs bots against the servers — a third of them through linkem with
+# loss and delay — and halfway through changes the fleet's netcode with `kubectl patch`, showing
+# every server pick it up with no restart. It ends with the per-peer view, the config generations,
+# a PNG of every client's send rate and snapshot age, and checks that nothing it started is left
+# running. Everything it writes is under _out/demo/.
+#
+# Needs `make deps tools test-assets` (make demo runs them). DEMO_DURATION (seconds of bot
+# traffic, default 30) and DEMO_BOTS (clients, default 24, a third of them through linkem) tune it.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT"
+KUBE_VERSION=v1.37.2
+export PATH=$ROOT/bin:$ROOT/bin/k8s/$KUBE_VERSION:$PATH
+OUT=$ROOT/_out/demo
+DURATION=${DEMO_DURATION:-30}
+BOTS=${DEMO_BOTS:-24}
+FLEET=arena
+REPLICAS=3
+LOSSY=$((BOTS / 3))
+DIRECT=$((BOTS - LOSSY))
+# linkem's impairment: 5% loss and 40 ms towards the client, 40 ms back, a little jitter.
+LINK_PROFILE='{"down":{"loss":0.05,"delayMs":40,"jitterMs":5},"up":{"delayMs":40}}'
+LINK_PORT_BASE=17770
+# The live change: raise the congestion floor, so clients on a lossy link are backed off to 30
+# snapshots per second instead of 15.
+PATCH='{"spec":{"template":{"spec":{"netcode":{"congestion":{"minSendHz":30}}}}}}'
+PATCH_TEXT="congestion.minSendHz 15 -> 30"
+# Where netfleet-dev's operator serves its metrics (its default --operator-cmd).
+OPERATOR_METRICS=127.0.0.1:18080
+
+began=$SECONDS
+step() { printf '\n[%3ds] ==> %s\n' $((SECONDS - began)) "$*"; }
+info() { printf '        %s\n' "$*"; }
+indent() { sed 's/^/        /'; }
+die() {
+	printf '\n[%3ds] demo failed: %s\n' $((SECONDS - began)) "$*" >&2
+	exit 1
+}
+
+[ "$DURATION" -ge 10 ] || die "DEMO_DURATION must be at least 10 seconds"
+[ "$LOSSY" -ge "$REPLICAS" ] || die "DEMO_BOTS must be at least $((3 * REPLICAS))"
+
+# --- processes: every one the demo starts is recorded, stopped on exit and checked gone --------
+DEV_PID="" BOTS_PID="" LINK_PIDS=() TRACKED=()
+stopped=""
+
+# descendants prints the process ids below pid.
+descendants() {
+	local p
+	for p in $(pgrep -P "$1" || true); do
+		echo "$p"
+		descendants "$p"
+	done
+}
+
+track() { [ -z "$DEV_PID" ] || mapfile -t -O "${#TRACKED[@]}" TRACKED < <(descendants "$DEV_PID"); }
+
+# stop_pid pid seconds: SIGTERM, wait up to seconds, then SIGKILL.
+stop_pid() {
+	local pid=$1 limit=$2 i
+	kill -0 "$pid" 2>/dev/null || return 0
+	kill -TERM "$pid" 2>/dev/null || true
+	for ((i = 0; i < limit * 10; i++)); do
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	if kill -0 "$pid" 2>/dev/null; then
+		echo "        process $pid did not stop in ${limit}s; killing it" >&2
+		kill -KILL "$pid" 2>/dev/null || true
+	fi
+	wait "$pid" 2>/dev/null || true
+}
+
+# shutdown stops everything in reverse order of start and fails if any process is left.
+shutdown() {
+	[ -z "$stopped" ] || return 0
+	stopped=1
+	local pid left
+	[ -z "$BOTS_PID" ] || stop_pid "$BOTS_PID" 10
+	for pid in "${LINK_PIDS[@]}"; do stop_pid "$pid" 5; done
+	if [ -n "$DEV_PID" ]; then
+		track
+		# netfleet-dev stops the operator, then the Pods, then kube-apiserver and etcd.
+		stop_pid "$DEV_PID" 60
+	fi
+	for pid in "${TRACKED[@]}"; do
+		if kill -0 "$pid" 2>/dev/null; then
+			echo "        left behind: $(ps -o pid=,args= -p "$pid" | cut -c1-120); killing it" >&2
+			kill -KILL "$pid" 2>/dev/null || true
+			left=1
+		fi
+	done
+	local pattern="^$ROOT/bin/(operator|gameserver|linkem|botswarm|netfleet-dev|kubectl-netfleet|demo-report)( |\$)"
+	if pgrep -f "$pattern" >/dev/null; then
+		echo "        still running from bin/:" >&2
+		pgrep -af "$pattern" | cut -c1-120 | indent >&2
+		left=1
+	fi
+	[ -z "${left:-}" ]
+}
+
+on_exit() {
+	local rc=$?
+	trap - EXIT INT TERM
+	if [ -z "$stopped" ]; then
+		printf '\n[%3ds] ==> stopping everything the demo started\n' $((SECONDS - began))
+		shutdown || rc=1
+	fi
+	if [ "$rc" -ne 0 ]; then
+		printf '        logs: %s (netfleet-dev.log, state/operator.log, state/pods/)\n' "$OUT" >&2
+	fi
+	exit "$rc"
+}
+trap on_exit EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# --- build ---------------------------------------------------------------------------------------
+step "building the commands into bin/"
+hack/build.sh | indent
+go build -o bin/demo-report ./hack/demo-report
+info "bin/demo-report"
+
+# --- control plane --------------------------------------------------------------------------------
+rm -rf "$OUT"
+mkdir -p "$OUT"
+step "starting the local control plane: bin/netfleet-dev (etcd, kube-apiserver $KUBE_VERSION, operator, pod runner)"
+# A session of its own: a Ctrl-C reaches the demo, which stops netfleet-dev with one SIGTERM (a
+# second signal would make it exit without stopping the API server and etcd).
+setsid bin/netfleet-dev --dir "$OUT/state" --ready-file "$OUT/ready" >"$OUT/netfleet-dev.log" 2>&1 &
+DEV_PID=$!
+for ((i = 0; i < 1800; i++)); do
+	[ -f "$OUT/ready" ] && break
+	kill -0 "$DEV_PID" 2>/dev/null || {
+		tail -n 20 "$OUT/netfleet-dev.log" | indent >&2
+		die "netfleet-dev exited before it was ready"
+	}
+	sleep 0.1
+done
+[ -f "$OUT/ready" ] || die "netfleet-dev not ready after 180 s; see $OUT/netfleet-dev.log"
+# shellcheck disable=SC1091
+source "$OUT/ready"
+export KUBECONFIG
+track
+sed -n 's/^netfleet-dev: \(API server .*\)/\1/p' "$OUT/netfleet-dev.log" | indent
+info "operator pid $NETFLEET_DEV_OPERATOR_PID, log $NETFLEET_DEV_OPERATOR_LOG"
+info "export KUBECONFIG=$KUBECONFIG"
+
+# --- the fleet --------------------------------------------------------------------------------------
+step "kubectl apply -f config/samples/netfleet_v1alpha1_fleet.yaml   (Fleet $FLEET, $REPLICAS servers)"
+kubectl apply -f config/samples/netfleet_v1alpha1_fleet.yaml | indent
+kubectl wait "flt/$FLEET" --for=jsonpath='{.status.readyReplicas}'=$REPLICAS --timeout=120s >/dev/null ||
+	die "the fleet's servers did not become Ready"
+kubectl wait "flt/$FLEET" --for=condition=ConfigApplied --timeout=60s >/dev/null ||
+	die "the fleet's servers did not apply their config"
+track
+step "$REPLICAS servers Ready, each running the config the operator pushed"
+kubectl get gs -o wide | indent
+kubectl get flt | indent
+
+step "kubectl apply -f config/samples/netfleet_v1alpha1_gameserverallocation.yaml"
+kubectl apply -f config/samples/netfleet_v1alpha1_gameserverallocation.yaml | indent
+kubectl wait gsa/match-1 --for=jsonpath='{.status.state}'=Allocated --timeout=30s >/dev/null ||
+	die "allocation match-1 was not Allocated"
+kubectl get gsa match-1 | indent
+
+# servers prints one line per server of the fleet: its config generation (applied by the process /
+# desired), the process's instance id, and its Pod's uid and restart count.
+servers() {
+	local name state applied gen instance uid restarts
+	printf '%-12s %-9s %-7s %-34s %-36s %s\n' GAMESERVER STATE CONFIG INSTANCE POD-UID RESTARTS
+	kubectl get gs -l "netfleet.io/fleet=$FLEET" -o jsonpath='{range .items[*]}{.metadata.name} {.status.state} {.status.netcode.appliedGeneration} {.metadata.generation} {.status.netcode.instanceID}{"\n"}{end}' |
+		while read -r name state applied gen instance; do
+			read -r uid restarts < <(kubectl get pod "$name" -o jsonpath='{.metadata.uid} {.status.containerStatuses[0].restartCount}')
+			printf '%-12s %-9s %-7s %-34s %-36s %s\n' "$name" "$state" "$applied/$gen" "$instance" "$uid" "$restarts"
+		done
+}
+
+step "servers before the change"
+before=$(servers)
+indent <<<"$before"
+# The change must reach every server as one new generation of its spec.
+gens=$(kubectl get gs -l "netfleet.io/fleet=$FLEET" -o jsonpath='{range .items[*]}{.metadata.generation}{"\n"}{end}' | sort -u)
+[ "$(wc -l <<<"$gens")" -eq 1 ] || die "the servers' generations differ: $gens"
+target_gen=$((gens + 1))
+
+# propagation prints the sum and count of the operator's netfleet_operator_config_propagation_seconds.
+propagation() {
+	curl -sS --max-time 5 http://$OPERATOR_METRICS/metrics 2>/dev/null |
+		awk '$1 == "netfleet_operator_config_propagation_seconds_sum" { s = $2 } $1 == "netfleet_operator_config_propagation_seconds_count" { c = $2 } END { print s + 0, c + 0 }'
+}
+
+# propagation_since "sum count" prints the mean propagation of the pushes since that reading.
+propagation_since() {
+	local now
+	now=$(propagation)
+	awk -v a="$1" -v b="$now" 'BEGIN { split(a, x, " "); split(b, y, " "); n = y[2] - x[2]; if (n > 0) printf "%.0f ms on average over %d pushes", 1000 * (y[1] - x[1]) / n, n; else print "nothing" }'
+}
+
+# --- traffic ---------------------------------------------------------------------------------------
+names=() addrs=() classes=() legend=()
+while read -r name addr; do
+	names+=("$name")
+	addrs+=("$addr")
+done < <(kubectl get gs -l "netfleet.io/fleet=$FLEET" -o jsonpath='{range .items[*]}{.metadata.name} {.status.address}:{.status.port}{"\n"}{end}')
+[ "${#names[@]}" -eq "$REPLICAS" ] || die "expected $REPLICAS servers, found ${#names[@]}"
+
+step "linkem: one impairment proxy per server, $LINK_PROFILE"
+for i in "${!names[@]}"; do
+	n=$((i + 1))
+	listen=127.0.0.1:$((LINK_PORT_BASE + n))
+	setsid bin/linkem --listen "$listen" --upstream "${addrs[$i]}" --profile "$LINK_PROFILE" \
+		--seed "$n" --stats-interval 0 >"$OUT/linkem-$n.log" 2>&1 &
+	LINK_PIDS+=($!)
+	# The bots spread evenly, the first servers taking the remainder.
+	direct=$((DIRECT / REPLICAS + (i < DIRECT % REPLICAS ? 1 : 0)))
+	lossy=$((LOSSY / REPLICAS + (i < LOSSY % REPLICAS ? 1 : 0)))
+	classes+=("direct-$n=$direct@${addrs[$i]}" "lossy-$n=$lossy@$listen")
+	legend+=("$n = ${names[$i]}: $direct direct-$n -> ${addrs[$i]}, $lossy lossy-$n -> linkem $listen -> ${addrs[$i]}")
+done
+printf '%s\n' "${legend[@]}" | indent
+
+step "botswarm: $BOTS clients for ${DURATION}s ($DIRECT direct, $LOSSY through linkem), the fleet patched at t=$((DURATION / 2))s"
+class_list=$(IFS=,; echo "${classes[*]}")
+setsid bin/botswarm --classes "$class_list" --duration "${DURATION}s" --ramp 1s --commands-hz 5 \
+	--json "$OUT/swarm.json" >"$OUT/botswarm.txt" 2>"$OUT/botswarm-progress.log" &
+BOTS_PID=$!
+swarm_began=$SECONDS
+
+# progress condenses botswarm's last progress line: per class, snapshots/s and age p95.
+progress() {
+	tail -n 1 "$OUT/botswarm-progress.log" 2>/dev/null |
+		sed -E -e 's/ \(min [0-9]+\) [0-9.]+ kB\/s age p95 / /g' -e 's/  +/  /g' -e 's/ Hz / Hz\//g'
+}
+
+patched="" peers_taken="" change_ms=""
+next_print=5
+while kill -0 "$BOTS_PID" 2>/dev/null; do
+	sleep 0.5
+	t=$((SECONDS - swarm_began))
+	if [ "$t" -ge "$next_print" ]; then
+		line=$(progress)
+		[ -z "$line" ] || info "$line"
+		next_print=$((t / 5 * 5 + 5))
+	fi
+	if [ -z "$patched" ] && [ "$t" -ge $((DURATION / 2)) ]; then
+		patched=1
+		step "live netcode change: kubectl patch flt $FLEET --type merge -p '$PATCH'"
+		before_prop=$(propagation)
+		change_ms=$(date +%s%3N)
+		kubectl patch flt "$FLEET" --type merge -p "$PATCH" | indent
+		# Done when every server's process reports running the new generation of its spec.
+		kubectl wait gs -l "netfleet.io/fleet=$FLEET" --for=jsonpath='{.status.netcode.appliedGeneration}'=$target_gen \
+			--timeout=30s >/dev/null || die "the servers did not all apply generation $target_gen in 30 s"
+		took=$(($(date +%s%3N) - change_ms))
+		info "$REPLICAS/$REPLICAS servers run generation $target_gen, seen by kubectl ${took} ms after the patch"
+		info "operator's measure, from its seeing each server's new generation to the process running it: $(propagation_since "$before_prop")"
+		kubectl get gs | indent
+		t=$((SECONDS - swarm_began))
+		next_print=$((t / 5 * 5 + 5))
+	fi
+	if [ -z "$peers_taken" ] && [ "$t" -ge $((DURATION - 4)) ]; then
+		# The per-peer view while the bots are still connected, shown at the end.
+		peers_taken=1
+		peer_gs=$(kubectl get gsa match-1 -o jsonpath='{.status.gameServerName}')
+		if [ -x bin/kubectl-netfleet ]; then
+			peers_cmd="kubectl netfleet peers $peer_gs --direct"
+			kubectl netfleet peers "$peer_gs" --direct >"$OUT/peers.txt" 2>&1 || true
+		else
+			ip=$(kubectl get pod "$peer_gs" -o jsonpath='{.status.podIP}')
+			port=$(kubectl get gs "$peer_gs" -o jsonpath='{.spec.adminPort}')
+			peers_cmd="curl http://$ip:${port:-8080}/v1/peers"
+			curl -sS "http://$ip:${port:-8080}/v1/peers" >"$OUT/peers.txt" 2>&1 || true
+		fi
+		peers_at=$t
+	fi
+done
+wait "$BOTS_PID" || die "botswarm failed; see $OUT/botswarm-progress.log"
+BOTS_PID=""
+[ -n "$patched" ] || die "the run ended before the patch"
+
+step "botswarm's summary per class (full report: $OUT/swarm.json)"
+sed -n '1,/^$/p' "$OUT/botswarm.txt" | sed '/^$/d' | indent
+
+step "servers after the change: same Pods, same processes, no restarts"
+after=$(servers)
+indent <<<"$after"
+# Everything but the state and the config generation must be unchanged.
+ident() { awk 'NR > 1 { print $1, $4, $5, $6 }' <<<"$1"; }
+[ "$(ident "$before")" = "$(ident "$after")" ] || die "a server's Pod or process changed across the netcode change"
+info "pod uids, instance ids and restart counts identical before and after"
+
+if [ -n "$peers_taken" ]; then
+	# overloads prints, per server, how often its tick loop entered overload mode (ticks running late
+# because the machine was busy: every session is then served less until the ticks are calm).
+overloads() {
+	local name ip port spans
+	for name in "${names[@]}"; do
+		ip=$(kubectl get pod "$name" -o jsonpath='{.status.podIP}')
+		port=$(kubectl get gs "$name" -o jsonpath='{.spec.adminPort}')
+		spans=$(curl -sS --max-time 5 "http://$ip:${port:-8080}/metrics" | awk '$1 == "netfleet_gameserver_overload_spans_total" { print $2 }')
+		printf '%s: %s\n' "$name" "${spans:-?}"
+	done
+}
+info "times each server's tick loop ran late and entered overload mode (a busy machine lowers everyone's rate):"
+overloads | indent | indent
+
+step "per-peer view of $peer_gs at t=${peers_at}s, while the bots were connected: $peers_cmd"
+	indent <"$OUT/peers.txt"
+fi
+
+step "config generations: kubectl get gs; kubectl get flt"
+kubectl get gs -o wide | indent
+kubectl get flt | indent
+
+step "report"
+bin/demo-report --swarm "$OUT/swarm.json" --change-at "$change_ms" --change "$PATCH_TEXT" --out "$OUT/demo.png" | indent
+info "plot of every client's send rate and snapshot age: $OUT/demo.png"
+
+step "stopping: botswarm, linkem, then netfleet-dev (operator, pods, kube-apiserver, etcd)"
+shutdown || die "processes were left running (killed now)"
+info "no process left: none of the ${#TRACKED[@]} processes netfleet-dev started, nothing running from bin/"
+step "done in $((SECONDS - began))s"

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# make dev: builds the commands and runs the local control plane (bin/netfleet-dev: etcd,
+# kube-apiserver, the operator, and the pod runner that starts game-server Pods as local processes)
+# in the foreground until Ctrl-C, for interactive kubectl. The kubeconfig is always
+# _out/dev/kubeconfig, and _out/dev/ready (shell-sourceable) appears once everything is up.
+# Arguments are passed to netfleet-dev (e.g. --keep to keep the pod logs).
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT"
+KUBE_VERSION=v1.37.2
+OUT=$ROOT/_out/dev
+
+"$ROOT/hack/build.sh"
+mkdir -p "$OUT"
+rm -f "$OUT/ready"
+cat <<MSG
+[dev] starting the local control plane; once it prints "ready", in another shell:
+
+  export KUBECONFIG=$OUT/kubeconfig PATH=$ROOT/bin:$ROOT/bin/k8s/$KUBE_VERSION:\$PATH
+  kubectl apply -f config/samples/netfleet_v1alpha1_fleet.yaml
+  kubectl get gs,flt
+  kubectl netfleet peers <gameserver> --direct
+
+[dev] the allocator endpoint is http://127.0.0.1:18090 (token: kubectl get secret netfleet-allocator-token -o jsonpath='{.data.token}' | base64 -d)
+MSG
+exec "$ROOT/bin/netfleet-dev" --kubeconfig-out "$OUT/kubeconfig" --ready-file "$OUT/ready" "$@"
