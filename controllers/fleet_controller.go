@@ -156,7 +156,8 @@ func (r *FleetReconciler) listServers(ctx context.Context, fleet *v1alpha1.Fleet
 
 // reconcileNetcode sets spec.netcode of every server of the fleet that has not ended — whatever
 // its template or state, Allocated ones included — to the fleet's; the GameServer reconciler
-// pushes it into the running process. No Pod is touched.
+// pushes it into the running process. No Pod is touched. It waits until the cache shows the
+// patches, so that the passes the servers' changes trigger meanwhile do not patch them again.
 func (r *FleetReconciler) reconcileNetcode(ctx context.Context, fleet *v1alpha1.Fleet, servers []*v1alpha1.GameServer) error {
 	want := &fleet.Spec.Template.Spec.Netcode
 	var stale []*v1alpha1.GameServer
@@ -174,19 +175,26 @@ func (r *FleetReconciler) reconcileNetcode(ctx context.Context, fleet *v1alpha1.
 	}
 	// One JSON patch replaces the whole object, so a field the fleet no longer sets goes too.
 	patch := fmt.Appendf(nil, `[{"op":"add","path":"/spec/netcode","value":%s}]`, value)
+	var mu sync.Mutex
+	var patched []*v1alpha1.GameServer
 	err = r.each(ctx, stale, func(ctx context.Context, gs *v1alpha1.GameServer) error {
 		target := &v1alpha1.GameServer{ObjectMeta: metav1.ObjectMeta{Namespace: gs.Namespace, Name: gs.Name}}
-		if err := r.Patch(ctx, target, client.RawPatch(types.JSONPatchType, patch)); err != nil && !apierrors.IsNotFound(err) {
+		switch err := r.Patch(ctx, target, client.RawPatch(types.JSONPatchType, patch)); {
+		case apierrors.IsNotFound(err):
+			return nil
+		case err != nil:
 			return fmt.Errorf("patch netcode of gameserver %s: %w", gs.Name, err)
 		}
+		mu.Lock()
+		patched = append(patched, target)
+		mu.Unlock()
 		return nil
 	})
-	if err != nil {
-		return err
+	if len(patched) > 0 {
+		r.recorder.Eventf(fleet, nil, corev1.EventTypeNormal, "NetcodeUpdated", "PatchNetcode",
+			"set the fleet's netcode on %d servers in place", len(patched))
 	}
-	r.recorder.Eventf(fleet, nil, corev1.EventTypeNormal, "NetcodeUpdated", "PatchNetcode",
-		"set the fleet's netcode on %d servers in place", len(stale))
-	return nil
+	return errors.Join(err, r.waitForCache(ctx, nil, nil, patched))
 }
 
 // reconcileServers removes ended servers, then carries out one step of planFleet. It reports
@@ -230,7 +238,7 @@ func (r *FleetReconciler) reconcileServers(ctx context.Context, fleet *v1alpha1.
 	if len(created) > 0 {
 		r.recorder.Eventf(fleet, nil, corev1.EventTypeNormal, "Created", "CreateServers", "created %d servers", len(created))
 	}
-	if werr := r.waitForCache(ctx, created, removed); werr != nil {
+	if werr := r.waitForCache(ctx, created, removed, nil); werr != nil {
 		err = errors.Join(err, werr)
 	}
 	return lost, err
@@ -309,10 +317,11 @@ func (r *FleetReconciler) newServer(fleet *v1alpha1.Fleet, hash string) (*v1alph
 	return gs, nil
 }
 
-// waitForCache waits until the cache shows the created servers and no longer shows the removed
-// ones, so the next pass counts neither twice.
-func (r *FleetReconciler) waitForCache(ctx context.Context, created, removed []*v1alpha1.GameServer) error {
-	if len(created)+len(removed) == 0 {
+// waitForCache waits until the cache shows the created servers, no longer shows the removed
+// ones, and shows the patched ones at their new generation, so the next pass acts on none of
+// them twice.
+func (r *FleetReconciler) waitForCache(ctx context.Context, created, removed, patched []*v1alpha1.GameServer) error {
+	if len(created)+len(removed)+len(patched) == 0 {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, r.opts.CacheWait)
@@ -334,6 +343,15 @@ func (r *FleetReconciler) waitForCache(ctx context.Context, created, removed []*
 				n++
 			case err != nil && !apierrors.IsNotFound(err):
 				return 0, fmt.Errorf("read gameserver %s from the cache: %w", d.Name, err)
+			}
+		}
+		for _, p := range patched {
+			err := r.Get(ctx, client.ObjectKeyFromObject(p), &gs)
+			switch {
+			case err == nil && gs.UID == p.UID && gs.Generation < p.Generation:
+				n++
+			case err != nil && !apierrors.IsNotFound(err):
+				return 0, fmt.Errorf("read gameserver %s from the cache: %w", p.Name, err)
 			}
 		}
 		return n, nil
