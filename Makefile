@@ -53,7 +53,7 @@ dashboards: ## Generate the Grafana dashboards into charts/netfleet/dashboards (
 manifests: ## Generate CRDs and RBAC into config/ and the chart.
 	$(CONTROLLER_GEN) crd:generateEmbeddedObjectMeta=true rbac:roleName=netfleet-operator paths=./api/... paths=./controllers/... \
 		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
-	hack/sync-chart-crds.sh
+	hack/sync-chart.sh
 
 .PHONY: verify
 verify: generate manifests ## Regenerate and fail on any diff; gofmt, go vet, golangci-lint.

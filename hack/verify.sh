@@ -7,7 +7,7 @@ cd "$ROOT"
 log() { printf '[verify] %s\n' "$*"; }
 
 log "checking generated files match what is committed"
-gen_paths=(api config charts/netfleet/crds charts/netfleet/dashboards)
+gen_paths=(api config charts/netfleet/crds charts/netfleet/rbac charts/netfleet/dashboards)
 if ! git diff --exit-code --stat -- "${gen_paths[@]}"; then
 	log "generated code differs from what is committed: run 'make generate manifests' and commit"
 	exit 1

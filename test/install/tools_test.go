@@ -1,4 +1,4 @@
-package e2e
+package install
 
 import (
 	"bufio"
@@ -9,18 +9,26 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/yaml"
 
 	"github.com/netfleet/netfleet/internal/testenv"
 )
+
+func init() {
+	// envtest logs through controller-runtime's logger; the tests read their tools' output.
+	ctrllog.SetLogger(logr.Discard())
+}
 
 // commandTimeout bounds one helm or kubectl run; the tests stay well under a minute each.
 const commandTimeout = 45 * time.Second
@@ -63,12 +71,15 @@ func (x *tools) path(p string) string { return filepath.Join(x.root, filepath.Fr
 // with an admin kubeconfig, and returns a client.
 func (x *tools) startCluster(t *testing.T) client.Client {
 	t.Helper()
+	began := time.Now()
 	env, cfg := testenv.Start(t, false)
+	t.Logf("API server up in %s", time.Since(began).Round(10*time.Millisecond))
 	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
 	if err := os.WriteFile(kubeconfig, env.KubeConfig, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	x.env = append(x.env, "KUBECONFIG="+kubeconfig)
+	// A new slice: copies of x made earlier keep reading the old one. (The last KUBECONFIG wins.)
+	x.env = append(slices.Clone(x.env), "KUBECONFIG="+kubeconfig)
 	return newClient(t, cfg)
 }
 
@@ -84,7 +95,9 @@ func newClient(t *testing.T, cfg *rest.Config) client.Client {
 // run runs a tool with stdin and returns its stdout, failing the test with its stderr.
 func (x *tools) run(t *testing.T, stdin []byte, bin string, args ...string) []byte {
 	t.Helper()
+	began := time.Now()
 	out, err := x.try(stdin, bin, args...)
+	t.Logf("%s %s: %s", filepath.Base(bin), args[0], time.Since(began).Round(10*time.Millisecond))
 	if err != nil {
 		t.Fatalf("%s %s: %v", filepath.Base(bin), strings.Join(args, " "), err)
 	}
