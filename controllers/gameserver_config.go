@@ -28,8 +28,10 @@ const maxConditionMessage = 1024
 // Passes for one GameServer never run concurrently, so a memo needs no lock of its own.
 type serverMemo struct {
 	uid types.UID
-	// failures counts consecutive failed admin calls, for the backoff.
-	failures int
+	// failures counts consecutive failed admin calls, for the backoff; failedRestarts is the
+	// Pod's restart count at the last of them.
+	failures       int
+	failedRestarts int32
 	// checkedAt is when the process was last seen running the desired config; restarts and
 	// ready are the Pod's restart count and readiness then. A change of either means the process
 	// may be a new one, so it is checked at once.
@@ -101,6 +103,11 @@ func (r *GameServerReconciler) reconcileConfig(ctx context.Context, gs *v1alpha1
 		return 0, nil
 	}
 	restarts, ready := podRestarts(pod), podReady(pod)
+	if restarts != memo.failedRestarts {
+		// A new process: the backoff earned by the failed calls to the dead one (for as long
+		// as its restart back-off lasted) must not delay the new one's config.
+		memo.failures = 0
+	}
 	changed := memo.checkedAt.IsZero() || restarts != memo.restarts || ready != memo.ready
 	if memo.refusedGen == gen && memo.refusedHash == hash && memo.refusedRestarts == restarts {
 		return 0, nil
@@ -139,7 +146,7 @@ func (r *GameServerReconciler) reconcileConfig(ctx context.Context, gs *v1alpha1
 	recordRunning(st, running)
 	if running.Generation != gen || running.Hash != hash {
 		// The server accepted the push yet reports another config: treat it as not applied.
-		memo.failures++
+		memo.failures, memo.failedRestarts = memo.failures+1, restarts
 		r.setConfigCondition(gs, metav1.ConditionFalse, v1alpha1.ReasonPending,
 			fmt.Sprintf("the server answered with generation %d (hash %s)", running.Generation, running.Hash))
 		return r.backoff(memo.failures), nil
@@ -193,6 +200,7 @@ func (r *GameServerReconciler) configFailed(ctx context.Context, gs *v1alpha1.Ga
 		r.recorder.Eventf(gs, nil, corev1.EventTypeWarning, "ConfigNotApplied", "PushConfig", "%s: %s", reason, truncate(msg))
 	}
 	memo.failures++
+	memo.failedRestarts = restarts
 	return r.backoff(memo.failures)
 }
 
