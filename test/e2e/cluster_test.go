@@ -4,11 +4,9 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"net"
-	"net/http"
 	"net/netip"
 	"strconv"
 	"strings"
@@ -262,21 +260,7 @@ func allocate(t *testing.T, ns, fleet string) string {
 }
 
 // adminStatus is GET /v1/netcode of a game server's admin API: what its process runs.
-func adminStatus(admin string) (netcode.ConfigStatus, error) {
-	var st netcode.ConfigStatus
-	resp, err := httpClient.Get("http://" + admin + netcode.PathNetcode)
-	if err != nil {
-		return st, err
-	}
-	defer func() { _ = resp.Body.Close() }()
-	if resp.StatusCode != http.StatusOK {
-		return st, fmt.Errorf("GET %s%s: %s", admin, netcode.PathNetcode, resp.Status)
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
-		return st, fmt.Errorf("GET %s%s: %w", admin, netcode.PathNetcode, err)
-	}
-	return st, nil
-}
+func adminStatus(admin string) (netcode.ConfigStatus, error) { return getStatus(httpClient, admin) }
 
 // byName indexes servers by GameServer name.
 func byName(servers []server) map[string]server {
