@@ -10,18 +10,21 @@ import (
 
 // boostPriority raises the process's CPU priority to nice. With the kernel's autogroup
 // scheduling (the default on desktop and server kernels) CPU is shared between sessions first and
-// a thread's own niceness only ranks it within its session, so the process first moves to a
-// session of its own (and so an autogroup of its own, which leaves whatever started it alone) and
-// sets that autogroup's niceness; then it sets every thread's niceness, for kernels without
-// autogroups. Threads created later inherit it from the thread that creates them. It needs root or
-// CAP_SYS_NICE.
+// a thread's own niceness only ranks it within its session, so a process without a controlling
+// terminal (CI, a test binary under go test) first moves to a session of its own (and so an
+// autogroup of its own, which leaves whatever started it alone) and sets that autogroup's
+// niceness. A process run from a terminal stays in its session, so that Ctrl-C still reaches it,
+// and so does a process group leader, whose autogroup others share; they only rank their threads. Every thread's niceness is set; threads created later inherit it
+// from the thread that creates them. It needs root or CAP_SYS_NICE.
 func boostPriority(nice int) error {
-	// EPERM: already a session or group leader; the autogroup is then shared, but still raised.
-	if _, err := syscall.Setsid(); err != nil && !errors.Is(err, syscall.EPERM) {
-		return fmt.Errorf("congestionlab: new session: %w", err)
-	}
-	if err := os.WriteFile("/proc/self/autogroup", []byte(strconv.Itoa(nice)), 0); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("congestionlab: autogroup niceness: %w", err)
+	if tty, err := os.Open("/dev/tty"); err == nil {
+		_ = tty.Close()
+	} else if _, err := syscall.Setsid(); err == nil {
+		// A group leader cannot start a session (EPERM); its autogroup is shared, so it is left as
+		// it is.
+		if err := os.WriteFile("/proc/self/autogroup", []byte(strconv.Itoa(nice)), 0); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("congestionlab: autogroup niceness: %w", err)
+		}
 	}
 	tasks, err := os.ReadDir("/proc/self/task")
 	if err != nil {
