@@ -160,6 +160,10 @@ func writeTables(w io.Writer, rec record) error {
 		e.ImpairFrom, e.ImpairTo, len(e.Swarm.Clients[0].Series)-1)
 	for _, r := range []*congestionlab.Result{e, d} {
 		fmt.Fprintf(w, "server, controller %s: %s\n", runName(r.Options.ControllerEnabled), serverLine(r))
+		if !r.DemandMeasuredCleanly() {
+			fmt.Fprintf(w, "  WARNING: the server did not keep time while the capped clients' demand was measured (a loaded machine);\n"+
+				"  their caps (%v B/s) are half of a degraded demand\n", r.Cap)
+		}
 	}
 	for _, class := range []string{congestionlab.ClassHealthy, congestionlab.ClassLossy, congestionlab.ClassCapped} {
 		fmt.Fprintf(w, "\nclass %s (%d clients)\n", class, len(e.Clients(class)))

@@ -177,6 +177,19 @@ func (r *Result) ServerSecond(t int) (ServerSample, bool) {
 	return ServerSample{}, false
 }
 
+// DemandMeasuredCleanly reports whether the server kept time (ServerSample.KeptTime) throughout
+// the window the capped clients' demand was measured in; if not, a loaded machine made the server
+// send less than the clients need, and the caps derived from it are too low.
+func (r *Result) DemandMeasuredCleanly() bool {
+	from := int((r.Options.Warmup - r.Options.DemandWindow) / time.Second)
+	for t := from; t < r.ImpairFrom; t++ {
+		if s, ok := r.ServerSecond(t); !ok || !s.KeptTime() {
+			return false
+		}
+	}
+	return true
+}
+
 // LinkemClient returns the proxy stats of a bot (lossy or capped) at the end of the impairment.
 func (r *Result) LinkemClient(c botswarm.ClientReport) (linkem.ClientStats, bool) {
 	st := r.LossyLinkem
