@@ -248,7 +248,10 @@ func newBenchFleet(b *testing.B, n int) *benchFleet {
 	if err := g.Wait(); err != nil {
 		b.Fatal(err)
 	}
-	waitFor(b, 15*time.Minute, fmt.Sprintf("%d GameServers Ready", n), func() (bool, error) {
+	waitFor(b, 10*time.Minute, fmt.Sprintf("%d GameServers Ready", n), func() (bool, error) {
+		if err := kube.errors(); err != nil {
+			b.Fatalf("fake kubelet: %v", err)
+		}
 		var list v1alpha1.GameServerList
 		if err := k8s.List(ctx, &list, client.InNamespace(f.ns)); err != nil {
 			return false, err

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -237,7 +238,8 @@ func (k *kubelet) runPod(ctx context.Context, run *podRun, pod *corev1.Pod) {
 }
 
 // claimAddress binds the Pod's admin port on its address. Should another test binary hold that
-// address, the Pod gets the next one: the Pod IP is reported only after this.
+// address, it has most likely picked the same subnet: the kubelet moves to another random subnet
+// and the Pod gets an address there. The Pod IP is reported only after this.
 func (k *kubelet) claimAddress(run *podRun) (net.Listener, error) {
 	for try := 0; ; try++ {
 		ip, port := run.endpoint()
@@ -249,16 +251,22 @@ func (k *kubelet) claimAddress(run *podRun) (net.Listener, error) {
 			return nil, fmt.Errorf("pod %s: listen: %w", run.key, err)
 		}
 		k.mu.Lock()
+		// Unless another Pod has moved the kubelet already.
+		if strings.HasPrefix(ip, fmt.Sprintf("127.%d.", k.subnet)) {
+			k.subnet = 16 + rand.IntN(224)
+		}
 		n := k.nextIP
 		k.nextIP++
+		next := k.address(n)
 		k.mu.Unlock()
 		run.mu.Lock()
-		run.ip = k.address(n)
+		run.ip = next
 		run.mu.Unlock()
 	}
 }
 
-// address is the n-th Pod address, in 127.<subnet>.0.0/16, clear of 127.0.0.1.
+// address is the n-th Pod address, in 127.<subnet>.0.0/16, clear of 127.0.0.1. k.mu must be
+// held.
 func (k *kubelet) address(n int) string {
 	return fmt.Sprintf("127.%d.%d.%d", k.subnet, n/250, n%250+1)
 }
