@@ -59,6 +59,9 @@ func TestMain(m *testing.M) {
 }
 
 func runTests(m *testing.M) int {
+	// The operator logs verbosely into a buffer that TestSecretNeverLeaks reads. The logger is set
+	// before anything logs: a first log line on a slow start would otherwise discard all logging.
+	ctrl.SetLogger(zap.New(zap.WriteTo(&operatorLog), zap.UseDevMode(true), zap.Level(zapcore.Level(-2))))
 	utilruntime.Must(clientgoscheme.AddToScheme(testScheme))
 	utilruntime.Must(v1alpha1.AddToScheme(testScheme))
 	// A fuzz worker runs only the fuzz function (pure code): it needs no API server of its own.
@@ -108,8 +111,6 @@ func runTests(m *testing.M) int {
 
 // startOperator starts the operator's manager, the node and the fake kubelet.
 func startOperator(ctx context.Context) (func(), error) {
-	// The operator logs verbosely into a buffer that TestSecretNeverLeaks reads.
-	ctrl.SetLogger(zap.New(zap.WriteTo(&operatorLog), zap.UseDevMode(true), zap.Level(zapcore.Level(-2))))
 	var err error
 	k8s, err = client.New(restCfg, client.Options{Scheme: testScheme})
 	if err != nil {
