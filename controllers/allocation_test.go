@@ -204,17 +204,15 @@ func secondAllocator(t *testing.T) *Allocator {
 				fmt.Println("second allocator cache:", err)
 			}
 		}()
+		second, secondError = NewAllocator(suiteCtx, c, k8s, k8s)
+		if secondError != nil {
+			return
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), waitLong)
 		defer cancel()
-		if _, err := c.GetInformer(ctx, &v1alpha1.GameServer{}); err != nil {
-			secondError = err
-			return
-		}
 		if !c.WaitForCacheSync(ctx) {
 			secondError = fmt.Errorf("second allocator cache did not sync")
-			return
 		}
-		second = NewAllocator(c, k8s, k8s)
 	})
 	if secondError != nil {
 		t.Fatal(secondError)

@@ -15,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
@@ -63,11 +65,11 @@ type claim struct {
 // Allocator serves allocation requests: it picks a Ready GameServer that matches the request and
 // marks it Allocated with a status patch guarded by the resourceVersion it read. The API server
 // accepts exactly one such mark per server, so no server is handed out twice — not by two
-// requests of one operator, nor by two operator replicas each with its own cache. In-process
-// claims only keep concurrent requests of this process off the same server (fewer conflicts);
-// they decide nothing.
+// requests of one operator, nor by two operator replicas each with its own cache. Its index of
+// Ready servers and its in-process claims only propose candidates and keep concurrent requests of
+// this process off the same server (fewer conflicts); they decide nothing.
 type Allocator struct {
-	cache client.Reader // candidates
+	index *readyIndex
 	api   client.Reader // fresh reads after a conflict
 	write client.Client
 
@@ -76,10 +78,22 @@ type Allocator struct {
 	lastSweep time.Time
 }
 
-// NewAllocator returns an Allocator that lists candidates through cache, reads single servers
-// fresh through api after a conflict, and writes through write.
-func NewAllocator(cache, api client.Reader, write client.Client) *Allocator {
-	return &Allocator{cache: cache, api: api, write: write, claims: map[types.UID]*claim{}}
+// NewAllocator returns an Allocator that learns the Ready servers from the GameServer informer of
+// informers (the operator's cache), reads single servers fresh through api after a conflict, and
+// writes through write. Call it before the cache starts or after; it answers once the informer
+// has synced.
+func NewAllocator(ctx context.Context, informers cache.Informers, api client.Reader, write client.Client) (*Allocator, error) {
+	inf, err := informers.GetInformer(ctx, &v1alpha1.GameServer{})
+	if err != nil {
+		return nil, fmt.Errorf("gameserver informer: %w", err)
+	}
+	index := newReadyIndex()
+	reg, err := inf.AddEventHandler(index)
+	if err != nil {
+		return nil, fmt.Errorf("gameserver informer handler: %w", err)
+	}
+	index.synced = reg.HasSynced
+	return &Allocator{index: index, api: api, write: write, claims: map[types.UID]*claim{}}, nil
 }
 
 // Allocate serves one request in namespace ns. A request that cannot be served (no Ready
@@ -101,13 +115,10 @@ func (a *Allocator) allocate(ctx context.Context, ns string, spec v1alpha1.GameS
 	if err != nil {
 		return unallocated(v1alpha1.AllocationReasonInvalid, err.Error()), nil
 	}
-	var list v1alpha1.GameServerList
-	// The cache's own objects: read, never modified.
-	if err := a.cache.List(ctx, &list, client.InNamespace(ns), client.MatchingLabelsSelector{Selector: sel}, client.UnsafeDisableDeepCopy); err != nil {
-		return v1alpha1.GameServerAllocationStatus{}, fmt.Errorf("list gameservers: %w", err)
+	candidates, err := a.index.candidates(ctx, ns, sel)
+	if err != nil {
+		return v1alpha1.GameServerAllocationStatus{}, err
 	}
-	candidates := rankCandidates(list.Items)
-
 	// First the servers no request of this process is trying, then those whose claim ended
 	// without taking them.
 	var waiting []*v1alpha1.GameServer
@@ -141,8 +152,11 @@ func (a *Allocator) allocate(ctx context.Context, ns string, spec v1alpha1.GameS
 			return st, err
 		}
 	}
-	return unallocated(v1alpha1.AllocationReasonNoReadyServer, fmt.Sprintf(
-		"no Ready GameServer matches %s in namespace %s (%d match, none Ready and free)", describeSelector(spec), ns, len(list.Items))), nil
+	msg := fmt.Sprintf("no Ready GameServer matches %s in namespace %s", describeSelector(spec), ns)
+	if len(candidates) > 0 {
+		msg += fmt.Sprintf(" (%d did, and other allocations took them first)", len(candidates))
+	}
+	return unallocated(v1alpha1.AllocationReasonNoReadyServer, msg), nil
 }
 
 // mark tries to mark gs Allocated for the claim c (which it ends), re-reading the server when it
@@ -252,30 +266,109 @@ func allocatable(gs *v1alpha1.GameServer) bool {
 	return gs.Status.State == v1alpha1.GameServerStateReady && gs.DeletionTimestamp.IsZero()
 }
 
-// rankCandidates returns the allocatable servers of items in the order they are tried. Servers
-// on the nodes that already run the most Allocated servers come first, so matches pack onto
-// few nodes and the rest can drain; then the newest server, so that during a rollout the
-// servers of the current template take matches and the older ones are left to be replaced.
-func rankCandidates(items []v1alpha1.GameServer) []*v1alpha1.GameServer {
-	allocatedOn := map[string]int{}
-	var out []*v1alpha1.GameServer
-	for i := range items {
-		gs := &items[i]
-		if gs.Status.State == v1alpha1.GameServerStateAllocated {
-			allocatedOn[gs.Status.NodeName]++
+// readyIndex is the Allocator's view of the informer: the Ready servers of each namespace and
+// the number of Allocated servers on each node. It holds the informer's own objects, which are
+// never modified; a request scans pointers instead of copying every server out of the cache.
+type readyIndex struct {
+	synced func() bool
+
+	mu        sync.RWMutex
+	ready     map[string]map[types.UID]*v1alpha1.GameServer // namespace -> Ready servers
+	allocated map[string]int                                // node -> Allocated servers
+}
+
+func newReadyIndex() *readyIndex {
+	return &readyIndex{ready: map[string]map[types.UID]*v1alpha1.GameServer{}, allocated: map[string]int{}}
+}
+
+// OnAdd, OnUpdate and OnDelete keep the index (a toolscache.ResourceEventHandler).
+func (x *readyIndex) OnAdd(obj any, _ bool) { x.replace(nil, asGameServer(obj)) }
+
+func (x *readyIndex) OnUpdate(old, cur any) { x.replace(asGameServer(old), asGameServer(cur)) }
+
+func (x *readyIndex) OnDelete(obj any) {
+	if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	x.replace(asGameServer(obj), nil)
+}
+
+func asGameServer(obj any) *v1alpha1.GameServer {
+	gs, _ := obj.(*v1alpha1.GameServer)
+	return gs
+}
+
+// replace takes old (nil when new) out of the index and puts cur (nil when deleted) in.
+func (x *readyIndex) replace(old, cur *v1alpha1.GameServer) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if old != nil {
+		if old.Status.State == v1alpha1.GameServerStateAllocated {
+			if x.allocated[old.Status.NodeName]--; x.allocated[old.Status.NodeName] <= 0 {
+				delete(x.allocated, old.Status.NodeName)
+			}
 		}
-		if allocatable(gs) {
+		if m := x.ready[old.Namespace]; m != nil {
+			delete(m, old.UID)
+			if len(m) == 0 {
+				delete(x.ready, old.Namespace)
+			}
+		}
+	}
+	if cur == nil {
+		return
+	}
+	if cur.Status.State == v1alpha1.GameServerStateAllocated {
+		x.allocated[cur.Status.NodeName]++
+	}
+	if allocatable(cur) {
+		m := x.ready[cur.Namespace]
+		if m == nil {
+			m = map[types.UID]*v1alpha1.GameServer{}
+			x.ready[cur.Namespace] = m
+		}
+		m[cur.UID] = cur
+	}
+}
+
+// candidates returns the Ready servers of ns that sel matches, in the order they are tried. It
+// waits until the informer has synced, so that no request is refused for want of a full view.
+func (x *readyIndex) candidates(ctx context.Context, ns string, sel labels.Selector) ([]*v1alpha1.GameServer, error) {
+	for !x.synced() {
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("wait for the gameserver cache: %w", ctx.Err())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	x.mu.RLock()
+	out := make([]*v1alpha1.GameServer, 0, len(x.ready[ns]))
+	for _, gs := range x.ready[ns] {
+		if sel.Matches(labels.Set(gs.Labels)) {
 			out = append(out, gs)
 		}
 	}
-	slices.SortFunc(out, func(x, y *v1alpha1.GameServer) int {
+	allocatedOn := make(map[string]int, 4)
+	for _, gs := range out {
+		allocatedOn[gs.Status.NodeName] = x.allocated[gs.Status.NodeName]
+	}
+	x.mu.RUnlock()
+	rankCandidates(out, allocatedOn)
+	return out, nil
+}
+
+// rankCandidates orders servers for allocation. Servers on the nodes that already run the most
+// Allocated servers come first, so matches pack onto few nodes and the rest can drain; then the
+// newest server, so that during a rollout the servers of the current template take matches and
+// the older ones are left to be replaced.
+func rankCandidates(servers []*v1alpha1.GameServer, allocatedOn map[string]int) {
+	slices.SortFunc(servers, func(x, y *v1alpha1.GameServer) int {
 		return cmp.Or(
 			cmp.Compare(allocatedOn[y.Status.NodeName], allocatedOn[x.Status.NodeName]),
 			y.CreationTimestamp.Compare(x.CreationTimestamp.Time),
 			cmp.Compare(x.Name, y.Name),
 		)
 	})
-	return out
 }
 
 func unallocated(reason, msg string) v1alpha1.GameServerAllocationStatus {

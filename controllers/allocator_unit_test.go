@@ -2,6 +2,8 @@ package controllers
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -11,13 +13,21 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
 
 	"github.com/netfleet/netfleet/api/v1alpha1"
 )
 
-func TestRankCandidates(t *testing.T) {
-	gs := func(name, node string, state v1alpha1.GameServerState, age int, deleting bool) v1alpha1.GameServer {
-		g := v1alpha1.GameServer{ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: metav1.NewTime(t0.Add(time.Duration(age) * time.Second))}}
+// TestReadyIndex feeds the allocator's index informer events and checks the candidates it
+// proposes: Ready servers only, of the namespace, matching the selector, packed by node and
+// newest first.
+func TestReadyIndex(t *testing.T) {
+	gs := func(name, node string, state v1alpha1.GameServerState, age int, deleting bool) *v1alpha1.GameServer {
+		g := &v1alpha1.GameServer{ObjectMeta: metav1.ObjectMeta{
+			Namespace: "games", Name: name, UID: types.UID("uid-" + name), Labels: map[string]string{"map": "dust"},
+			CreationTimestamp: metav1.NewTime(t0.Add(time.Duration(age) * time.Second)),
+		}}
 		g.Status.State, g.Status.NodeName = state, node
 		if deleting {
 			now := metav1.NewTime(t0)
@@ -25,24 +35,62 @@ func TestRankCandidates(t *testing.T) {
 		}
 		return g
 	}
-	items := []v1alpha1.GameServer{
-		gs("a-old", "a", stReady, 1, false),
-		gs("a-new", "a", stReady, 5, false),
-		gs("b-busy", "b", stAllocated, 1, false),
-		gs("b-free", "b", stReady, 2, false),
-		gs("c-starting", "c", stStarting, 9, false),
-		gs("c-gone", "c", stReady, 9, true),
-		gs("d-tie-y", "d", stReady, 3, false),
-		gs("d-tie-x", "d", stReady, 3, false),
+	x := newReadyIndex()
+	x.synced = func() bool { return true }
+	bBusy := gs("b-busy", "b", stReady, 1, false)
+	cFree := gs("c-free", "c", stReady, 8, false)
+	other := gs("elsewhere", "a", stReady, 1, false)
+	other.Namespace = "other"
+	mirage := gs("a-mirage", "a", stReady, 9, false)
+	mirage.Labels = map[string]string{"map": "mirage"}
+	for _, g := range []*v1alpha1.GameServer{
+		gs("a-old", "a", stReady, 1, false), gs("a-new", "a", stReady, 5, false), bBusy, gs("b-free", "b", stReady, 2, false),
+		gs("c-starting", "c", stStarting, 9, false), gs("c-gone", "c", stReady, 9, true), gs("d-tie-y", "d", stReady, 3, false),
+		gs("d-tie-x", "d", stReady, 3, false), cFree, other, mirage,
+	} {
+		x.OnAdd(g, true)
 	}
-	var got []string
-	for _, g := range rankCandidates(items) {
-		got = append(got, g.Name)
+	// b-busy gets a match: node b now runs one, so its free server goes first.
+	busy := bBusy.DeepCopy()
+	busy.Status.State = stAllocated
+	x.OnUpdate(bBusy, busy)
+	// c-free goes away (its tombstone arrives): it is no candidate any more.
+	x.OnDelete(toolscache.DeletedFinalStateUnknown{Key: "games/c-free", Obj: cFree})
+
+	sel, err := allocationSelector(v1alpha1.GameServerAllocationSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"map": "dust"}}})
+	if err != nil {
+		t.Fatal(err)
 	}
-	// Node b runs a match, so its free server goes first; then newest first, names breaking ties.
+	got, err := x.candidates(t.Context(), "games", sel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, g := range got {
+		names = append(names, g.Name)
+	}
 	want := []string{"b-free", "a-new", "d-tie-x", "d-tie-y", "a-old"}
-	if !slices.Equal(got, want) {
-		t.Errorf("order %v, want %v", got, want)
+	if !slices.Equal(names, want) {
+		t.Errorf("candidates %v, want %v", names, want)
+	}
+	if x.allocated["b"] != 1 || len(x.allocated) != 1 {
+		t.Errorf("allocated per node %v", x.allocated)
+	}
+	// The match ends and the server is deleted: node b runs nothing.
+	x.OnDelete(busy)
+	if len(x.allocated) != 0 {
+		t.Errorf("allocated per node %v after the delete", x.allocated)
+	}
+}
+
+// TestReadyIndexWaitsForSync: no candidates are proposed before the informer has synced.
+func TestReadyIndexWaitsForSync(t *testing.T) {
+	x := newReadyIndex()
+	x.synced = func() bool { return false }
+	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer cancel()
+	if _, err := x.candidates(ctx, "games", labels.Everything()); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("err %v, want the deadline", err)
 	}
 }
 

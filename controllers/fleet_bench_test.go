@@ -76,6 +76,10 @@ func waitFleetAt(b *testing.B, f *v1alpha1.Fleet, n int32, timeout time.Duration
 // allocBenchResult is one run of BenchmarkAllocation, as written to
 // _out/bench/fleet-allocation.json.
 type allocBenchResult struct {
+	// Mode is "endpoint" (allocations through the allocator endpoint) or "status-writes" (the
+	// baseline: the same clients write the Allocated state of listed Ready servers directly,
+	// with the same resourceVersion guard, so the difference is the allocator's own cost).
+	Mode           string  `json:"mode"`
 	Servers        int     `json:"servers"`
 	Allocations    int     `json:"allocations"`
 	Clients        int     `json:"clients"`
@@ -93,7 +97,8 @@ type allocBenchResult struct {
 // BenchmarkAllocation allocates from a fleet of 500 Ready servers through the allocator endpoint,
 // 16 matchmaker connections at once, and reports each allocation's latency (request to answer)
 // and the sustained rate over the round. Every round checks that no server was handed out twice,
-// both in the answers and in the API server, then ends the matches so the fleet refills.
+// both in the answers and in the API server, then ends the matches so the fleet refills. The
+// status-writes baseline does the writes alone, as fast as the API server takes them.
 func BenchmarkAllocation(b *testing.B) {
 	if allocBenchFleet == nil {
 		allocBenchFleet = newBenchFleetOf(b, "alloc-bench", allocBenchServers)
@@ -106,8 +111,35 @@ func BenchmarkAllocation(b *testing.B) {
 		b.Fatal(err)
 	}
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: allocBenchClients}, Timeout: 30 * time.Second}
+	b.Run("endpoint", func(b *testing.B) {
+		benchAllocationRounds(b, f, "endpoint", func() func() (string, error) {
+			return func() (string, error) { return allocateOnce(hc, token, body) }
+		})
+	})
+	b.Run("status-writes", func(b *testing.B) {
+		benchAllocationRounds(b, f, "status-writes", func() func() (string, error) {
+			ready := make(chan *v1alpha1.GameServer, allocBenchServers)
+			for _, gs := range fleetServers(b, f) {
+				if gs.Status.State == v1alpha1.GameServerStateReady {
+					ready <- gs
+				}
+			}
+			close(ready)
+			return func() (string, error) {
+				gs := <-ready
+				patch := fmt.Appendf(nil, `{"metadata":{"resourceVersion":%q},"status":{"state":%q}}`, gs.ResourceVersion, v1alpha1.GameServerStateAllocated)
+				return gs.Name, k8s.Status().Patch(context.Background(), gs, client.RawPatch(types.MergePatchType, patch))
+			}
+		})
+	})
+}
+
+// benchAllocationRounds runs rounds of allocBenchRound allocations by allocBenchClients clients;
+// round returns, at the start of each round, the function that serves one allocation.
+func benchAllocationRounds(b *testing.B, f *v1alpha1.Fleet, mode string, round func() func() (string, error)) {
 	first := len(allocBenchRuns)
 	for b.Loop() {
+		allocate := round()
 		conflicts0 := counterValue(b, allocationConflicts)
 		lat := make([]time.Duration, allocBenchRound)
 		names := make([]string, allocBenchRound)
@@ -126,7 +158,7 @@ func BenchmarkAllocation(b *testing.B) {
 						return nil
 					}
 					t0 := time.Now()
-					name, err := allocateOnce(hc, token, body)
+					name, err := allocate()
 					lat[i], names[i] = time.Since(t0), name
 					if err != nil {
 						return err
@@ -138,7 +170,7 @@ func BenchmarkAllocation(b *testing.B) {
 			b.Fatal(err)
 		}
 		wall := time.Since(start)
-		res := allocBenchResult{Servers: allocBenchServers, Allocations: allocBenchRound, Clients: allocBenchClients,
+		res := allocBenchResult{Mode: mode, Servers: allocBenchServers, Allocations: allocBenchRound, Clients: allocBenchClients,
 			PerSecond: allocBenchRound / wall.Seconds(), Conflicts: counterValue(b, allocationConflicts) - conflicts0}
 		seen := map[string]bool{}
 		for _, n := range names {
@@ -182,9 +214,9 @@ func BenchmarkAllocation(b *testing.B) {
 	b.ReportMetric(p50/n, "p50-ms")
 	b.ReportMetric(p99/n, "p99-ms")
 	b.ReportMetric(double, "double-allocs")
-	fmt.Printf("\n%-8s %6s %8s %9s %8s %8s %8s %8s %10s %7s\n", "servers", "allocs", "clients", "allocs/s", "p50 ms", "p90 ms", "p99 ms", "max ms", "conflicts", "double")
+	fmt.Printf("\n%-14s %-8s %6s %8s %9s %8s %8s %8s %8s %10s %7s\n", "mode", "servers", "allocs", "clients", "allocs/s", "p50 ms", "p90 ms", "p99 ms", "max ms", "conflicts", "double")
 	for _, r := range allocBenchRuns {
-		fmt.Printf("%-8d %6d %8d %9.1f %8.1f %8.1f %8.1f %8.1f %10.0f %7d\n", r.Servers, r.Allocations, r.Clients, r.PerSecond, r.P50Ms, r.P90Ms, r.P99Ms, r.MaxMs, r.Conflicts, r.DoubleAllocs)
+		fmt.Printf("%-14s %-8d %6d %8d %9.1f %8.1f %8.1f %8.1f %8.1f %10.0f %7d\n", r.Mode, r.Servers, r.Allocations, r.Clients, r.PerSecond, r.P50Ms, r.P90Ms, r.P99Ms, r.MaxMs, r.Conflicts, r.DoubleAllocs)
 	}
 	writeFleetBench(b, "fleet-allocation.json", allocBenchRuns)
 }

@@ -28,7 +28,11 @@ func setupFleetControllers(ctx context.Context, mgr ctrl.Manager) error {
 	if err := NewFleetReconciler(mgr, FleetOptions{}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setup fleet: %w", err)
 	}
-	allocator = NewAllocator(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetClient())
+	var err error
+	allocator, err = NewAllocator(ctx, mgr.GetCache(), mgr.GetAPIReader(), mgr.GetClient())
+	if err != nil {
+		return fmt.Errorf("allocator: %w", err)
+	}
 	if err := NewAllocationReconciler(mgr, allocator, 0).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setup allocation: %w", err)
 	}

@@ -82,6 +82,7 @@ func run() error {
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(v1alpha1.AddToScheme(scheme))
 
+	ctx := ctrl.SetupSignalHandler()
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
 		return fmt.Errorf("kubeconfig: %w", err)
@@ -106,7 +107,10 @@ func run() error {
 		return fmt.Errorf("set up fleet controller: %w", err)
 	}
 	// One allocator serves both the resource and the endpoint, so their requests share claims.
-	alloc := controllers.NewAllocator(mgr.GetClient(), mgr.GetAPIReader(), mgr.GetClient())
+	alloc, err := controllers.NewAllocator(ctx, mgr.GetCache(), mgr.GetAPIReader(), mgr.GetClient())
+	if err != nil {
+		return fmt.Errorf("set up allocator: %w", err)
+	}
 	if err := controllers.NewAllocationReconciler(mgr, alloc, allocConcurrency).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up allocation controller: %w", err)
 	}
@@ -127,7 +131,7 @@ func run() error {
 	ctrl.Log.WithName("setup").Info("starting operator", "portRange", rng.String(),
 		"maxConcurrentReconciles", opts.MaxConcurrentReconciles, "leaderElect", leaderElect,
 		"allocatorAddress", allocOpts.Addr)
-	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
+	if err := mgr.Start(ctx); err != nil {
 		return fmt.Errorf("run manager: %w", err)
 	}
 	return nil
