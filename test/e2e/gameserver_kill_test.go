@@ -180,14 +180,14 @@ func crashLoop(t *testing.T, ns, fleet, name string, n int) {
 		waitFor(t, fmt.Sprintf("restart %d of the crash loop", i+1), waitLimit, func() (bool, error) {
 			st, err := getStatus(c, s.admin)
 			if err != nil || st.InstanceID == id {
-				return false, fmt.Errorf("the old process or none answers (%v)", err)
+				return false, fmt.Errorf("the old process or none answers (%w)", err)
 			}
 			cur, ok := byName(mustServers(t, ns, fleet))[name]
 			if !ok {
 				return false, fmt.Errorf("%s is gone", name)
 			}
 			if pid, err = cur.pid(); err != nil || pid == killed {
-				return false, fmt.Errorf("the Pod does not show the new process yet (%v)", err)
+				return false, fmt.Errorf("the Pod does not show the new process yet (%w)", err)
 			}
 			id = st.InstanceID
 			return true, nil

@@ -76,7 +76,7 @@ func (o *operatorProcess) start() error {
 			}
 		}
 		if proc.exited() {
-			return fmt.Errorf("operator exited at start (%v); see %s", proc.err, o.logPath)
+			return fmt.Errorf("operator exited at start (%w); see %s", proc.err, o.logPath)
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("operator not ready after %s; see %s", waitLimit, o.logPath)
