@@ -1,6 +1,7 @@
 package session
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/netfleet/netfleet/api/netcode"
@@ -20,11 +21,26 @@ func FuzzHandleMessage(f *testing.F) {
 	f.Add(ackMsg(a))
 	f.Add([]byte{})
 	f.Add([]byte{protocol.Version<<4 | byte(protocol.MsgAck), 0xff, 0xff})
-	h := newHarness(f, busyWorld(200), netcode.NetcodeConfig{}, 120)
-	p := h.addPeer()
-	p.ack = false
-	h.run(20)
+	var (
+		h *harness
+		p *peer
+	)
+	// start gives the fuzzer a fresh live session; inputs run against the same one until a
+	// sequence of them ends it (abuse closes it with 1008), and the next input gets a new one.
+	start := func(t testing.TB) {
+		h = newHarness(t, busyWorld(200), netcode.NetcodeConfig{}, 120)
+		p = h.addPeer()
+		p.ack = false
+		// The fuzzed messages come from the same client, so they spend its inbound budget: once
+		// they put it a window in debt, its own PINGs are refused too, as they would be.
+		h.ownRefused = func(err error) bool { return errors.Is(err, ErrRefused) }
+		h.run(20)
+	}
+	start(f)
 	f.Fuzz(func(t *testing.T, msg []byte) {
+		if !p.s.Active() {
+			start(t)
+		}
 		h.t = t
 		before := p.s.Counters().MessagesReceived
 		_ = p.s.HandleMessage(msg, h.nowMs)
