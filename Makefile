@@ -85,6 +85,10 @@ test: deps tools test-assets verify ## Install what is needed, verify, and run e
 test-only: ## Run every test, assuming set-up is done.
 	hack/test.sh
 
+.PHONY: soak
+soak: deps tools test-assets ## Soak for SOAK_DURATION (default 30m; not in CI): churn, impairment, live edits; RSS and goroutines must stay flat; _out/soak/.
+	hack/soak.sh
+
 .PHONY: bench
 bench: deps test-assets ## Run the Go benchmarks and the hack/ benchmark drivers.
 	hack/bench.sh
