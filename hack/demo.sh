@@ -46,19 +46,41 @@ die() {
 [ "$LOSSY" -ge "$REPLICAS" ] || die "DEMO_BOTS must be at least $((3 * REPLICAS))"
 
 # --- processes: every one the demo starts is recorded, stopped on exit and checked gone --------
-DEV_PID="" BOTS_PID="" LINK_PIDS=() TRACKED=()
+# Each command the demo starts runs in a session of its own (setsid), and nothing below it starts
+# another, so a session's members are exactly what that command left running; a process id that
+# an unrelated process reuses is never taken for one of ours.
+DEV_PID="" BOTS_PID="" LINK_PIDS=() SESSIONS=()
+declare -A SEEN=()
 stopped=""
 
-# descendants prints the process ids below pid.
-descendants() {
-	local p
-	for p in $(pgrep -P "$1" || true); do
-		echo "$p"
-		descendants "$p"
+# started pid: records the session of a command just started with setsid (which makes the new
+# session just after the fork, so it is waited for).
+started() {
+	local sid i
+	for ((i = 0; i < 50; i++)); do
+		sid=$(ps -o sid= -p "$1" | tr -d ' ' || true)
+		if [ -z "$sid" ] || [ "$sid" = "$1" ]; then break; fi
+		sleep 0.1
 	done
+	SESSIONS+=("$1")
+	[ -n "$sid" ] || die "process $1 exited as soon as it started"
+	[ "$sid" = "$1" ] || die "process $1 did not start a session of its own"
 }
 
-track() { [ -z "$DEV_PID" ] || mapfile -t -O "${#TRACKED[@]}" TRACKED < <(descendants "$DEV_PID"); }
+# members prints pid and command line of every process left in the demo's sessions.
+members() {
+	[ "${#SESSIONS[@]}" -gt 0 ] || return 0
+	ps -o pid=,args= -s "$(IFS=,; echo "${SESSIONS[*]}")" || true
+}
+
+# track notes the processes netfleet-dev has started so far (for the count at the end).
+track() {
+	local pid
+	[ -n "$DEV_PID" ] || return 0
+	for pid in $(ps -o pid= -s "$DEV_PID" || true); do
+		[ "$pid" = "$DEV_PID" ] || SEEN[$pid]=1
+	done
+}
 
 # stop_pid pid seconds: SIGTERM, wait up to seconds, then SIGKILL.
 stop_pid() {
@@ -80,7 +102,7 @@ stop_pid() {
 shutdown() {
 	[ -z "$stopped" ] || return 0
 	stopped=1
-	local pid left
+	local pid leftover
 	[ -z "$BOTS_PID" ] || stop_pid "$BOTS_PID" 10
 	for pid in "${LINK_PIDS[@]}"; do stop_pid "$pid" 5; done
 	if [ -n "$DEV_PID" ]; then
@@ -88,30 +110,22 @@ shutdown() {
 		# netfleet-dev stops the operator, then the Pods, then kube-apiserver and etcd.
 		stop_pid "$DEV_PID" 60
 	fi
-	for pid in "${TRACKED[@]}"; do
-		if kill -0 "$pid" 2>/dev/null; then
-			echo "        left behind: $(ps -o pid=,args= -p "$pid" | cut -c1-120); killing it" >&2
-			kill -KILL "$pid" 2>/dev/null || true
-			left=1
-		fi
-	done
-	local pattern="^$ROOT/bin/(operator|gameserver|linkem|botswarm|netfleet-dev|kubectl-netfleet|demo-report)( |\$)"
-	if pgrep -f "$pattern" >/dev/null; then
-		echo "        still running from bin/:" >&2
-		pgrep -af "$pattern" | cut -c1-120 | indent >&2
-		left=1
-	fi
-	[ -z "${left:-}" ]
+	leftover=$(members)
+	[ -n "$leftover" ] || return 0
+	echo "        left behind (killed now):" >&2
+	cut -c1-120 <<<"$leftover" | indent >&2
+	awk '{ print $1 }' <<<"$leftover" | xargs -r kill -KILL 2>/dev/null || true
+	return 1
 }
 
 on_exit() {
 	local rc=$?
 	trap - EXIT INT TERM
-	if [ -z "$stopped" ]; then
+	if [ -z "$stopped" ] && [ "${#SESSIONS[@]}" -gt 0 ]; then
 		printf '\n[%3ds] ==> stopping everything the demo started\n' $((SECONDS - began))
 		shutdown || rc=1
 	fi
-	if [ "$rc" -ne 0 ]; then
+	if [ "$rc" -ne 0 ] && [ -n "$DEV_PID" ]; then
 		printf '        logs: %s (netfleet-dev.log, state/operator.log, state/pods/)\n' "$OUT" >&2
 	fi
 	exit "$rc"
@@ -119,6 +133,18 @@ on_exit() {
 trap on_exit EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
+
+# --- pre-flight: the fixed ports below are free --------------------------------------------------
+# The operator's endpoints and linkem's listeners are fixed, so a second control plane on this
+# machine (`make dev`, another `make demo`) would make them fail half-way; say so up front.
+ports=(18080 18081 18090)
+for ((n = 1; n <= REPLICAS; n++)); do ports+=($((LINK_PORT_BASE + n))); done
+filter=$(printf 'sport = :%s or ' "${ports[@]}")
+busy=$(ss -Hlntu "( ${filter% or } )" 2>/dev/null || true)
+if [ -n "$busy" ]; then
+	indent <<<"$busy" >&2
+	die "ports ${ports[*]} must be free on 127.0.0.1 (is \`make dev\` or another \`make demo\` running?)"
+fi
 
 # --- build ---------------------------------------------------------------------------------------
 step "building the commands into bin/"
@@ -134,6 +160,7 @@ step "starting the local control plane: bin/netfleet-dev (etcd, kube-apiserver $
 # second signal would make it exit without stopping the API server and etcd).
 setsid bin/netfleet-dev --dir "$OUT/state" --ready-file "$OUT/ready" >"$OUT/netfleet-dev.log" 2>&1 &
 DEV_PID=$!
+started "$DEV_PID"
 for ((i = 0; i < 1800; i++)); do
 	[ -f "$OUT/ready" ] && break
 	kill -0 "$DEV_PID" 2>/dev/null || {
@@ -168,16 +195,18 @@ kubectl apply -f config/samples/netfleet_v1alpha1_gameserverallocation.yaml | in
 kubectl wait gsa/match-1 --for=jsonpath='{.status.state}'=Allocated --timeout=30s >/dev/null ||
 	die "allocation match-1 was not Allocated"
 kubectl get gsa match-1 | indent
+peer_gs=$(kubectl get gsa match-1 -o jsonpath='{.status.gameServerName}')
 
 # servers prints one line per server of the fleet: its config generation (applied by the process /
 # desired), the process's instance id, and its Pod's uid and restart count.
 servers() {
-	local name state applied gen instance uid restarts
+	local pods name state applied gen instance uid restarts
+	pods=$(kubectl get pods -l "netfleet.io/fleet=$FLEET" -o jsonpath='{range .items[*]}{.metadata.name} {.metadata.uid} {.status.containerStatuses[0].restartCount}{"\n"}{end}')
 	printf '%-12s %-9s %-7s %-34s %-36s %s\n' GAMESERVER STATE CONFIG INSTANCE POD-UID RESTARTS
 	kubectl get gs -l "netfleet.io/fleet=$FLEET" -o jsonpath='{range .items[*]}{.metadata.name} {.status.state} {.status.netcode.appliedGeneration} {.metadata.generation} {.status.netcode.instanceID}{"\n"}{end}' |
 		while read -r name state applied gen instance; do
-			read -r uid restarts < <(kubectl get pod "$name" -o jsonpath='{.metadata.uid} {.status.containerStatuses[0].restartCount}')
-			printf '%-12s %-9s %-7s %-34s %-36s %s\n' "$name" "$state" "$applied/$gen" "$instance" "$uid" "$restarts"
+			read -r uid restarts < <(awk -v n="$name" '$1 == n { print $2, $3 }' <<<"$pods")
+			printf '%-12s %-9s %-7s %-34s %-36s %s\n' "$name" "$state" "$applied/$gen" "$instance" "${uid:-?}" "${restarts:-?}"
 		done
 }
 
@@ -203,11 +232,14 @@ propagation_since() {
 }
 
 # --- traffic ---------------------------------------------------------------------------------------
-names=() addrs=() classes=() legend=()
-while read -r name addr; do
+# Each server's game address (for the bots) and admin address (Pod IP and admin port: metrics).
+names=() addrs=() admins=() classes=() legend=()
+pod_ips=$(kubectl get pods -l "netfleet.io/fleet=$FLEET" -o jsonpath='{range .items[*]}{.metadata.name} {.status.podIP}{"\n"}{end}')
+while read -r name addr admin_port; do
 	names+=("$name")
 	addrs+=("$addr")
-done < <(kubectl get gs -l "netfleet.io/fleet=$FLEET" -o jsonpath='{range .items[*]}{.metadata.name} {.status.address}:{.status.port}{"\n"}{end}')
+	admins+=("$(awk -v n="$name" '$1 == n { print $2 }' <<<"$pod_ips"):$admin_port")
+done < <(kubectl get gs -l "netfleet.io/fleet=$FLEET" -o jsonpath='{range .items[*]}{.metadata.name} {.status.address}:{.status.port} {.spec.adminPort}{"\n"}{end}')
 [ "${#names[@]}" -eq "$REPLICAS" ] || die "expected $REPLICAS servers, found ${#names[@]}"
 
 step "linkem: one impairment proxy per server, $LINK_PROFILE"
@@ -217,6 +249,7 @@ for i in "${!names[@]}"; do
 	setsid bin/linkem --listen "$listen" --upstream "${addrs[$i]}" --profile "$LINK_PROFILE" \
 		--seed "$n" --stats-interval 0 >"$OUT/linkem-$n.log" 2>&1 &
 	LINK_PIDS+=($!)
+	started "$!"
 	# The bots spread evenly, the first servers taking the remainder.
 	direct=$((DIRECT / REPLICAS + (i < DIRECT % REPLICAS ? 1 : 0)))
 	lossy=$((LOSSY / REPLICAS + (i < LOSSY % REPLICAS ? 1 : 0)))
@@ -230,6 +263,7 @@ class_list=$(IFS=,; echo "${classes[*]}")
 setsid bin/botswarm --classes "$class_list" --duration "${DURATION}s" --ramp 1s --commands-hz 5 \
 	--json "$OUT/swarm.json" >"$OUT/botswarm.txt" 2>"$OUT/botswarm-progress.log" &
 BOTS_PID=$!
+started "$BOTS_PID"
 swarm_began=$SECONDS
 
 # progress condenses botswarm's last progress line: per class, snapshots/s and age p95.
@@ -238,14 +272,18 @@ progress() {
 		sed -E -e 's/ \(min [0-9]+\) [0-9.]+ kB\/s age p95 / /g' -e 's/  +/  /g' -e 's/ Hz / Hz\//g'
 }
 
-patched="" peers_taken="" change_ms=""
+patched="" peers_taken="" peers_at="" change_ms=""
+# The per-peer view is taken once the change has settled, well before the bots leave: each kubectl
+# takes a second or more on a busy machine.
+peers_from=$((DURATION * 3 / 4))
 next_print=5
 while kill -0 "$BOTS_PID" 2>/dev/null; do
 	sleep 0.5
 	t=$((SECONDS - swarm_began))
 	if [ "$t" -ge "$next_print" ]; then
 		line=$(progress)
-		[ -z "$line" ] || info "$line"
+		# A line with clients done is the run's last, partial second: its rates are not comparable.
+		[ -z "$line" ] || [[ $line == *done=* ]] || info "$line"
 		next_print=$((t / 5 * 5 + 5))
 	fi
 	if [ -z "$patched" ] && [ "$t" -ge $((DURATION / 2)) ]; then
@@ -264,20 +302,16 @@ while kill -0 "$BOTS_PID" 2>/dev/null; do
 		t=$((SECONDS - swarm_began))
 		next_print=$((t / 5 * 5 + 5))
 	fi
-	if [ -z "$peers_taken" ] && [ "$t" -ge $((DURATION - 4)) ]; then
-		# The per-peer view while the bots are still connected, shown at the end.
-		peers_taken=1
-		peer_gs=$(kubectl get gsa match-1 -o jsonpath='{.status.gameServerName}')
-		if [ -x bin/kubectl-netfleet ]; then
-			peers_cmd="kubectl netfleet peers $peer_gs --direct"
-			kubectl netfleet peers "$peer_gs" --direct >"$OUT/peers.txt" 2>&1 || true
-		else
-			ip=$(kubectl get pod "$peer_gs" -o jsonpath='{.status.podIP}')
-			port=$(kubectl get gs "$peer_gs" -o jsonpath='{.spec.adminPort}')
-			peers_cmd="curl http://$ip:${port:-8080}/v1/peers"
-			curl -sS "http://$ip:${port:-8080}/v1/peers" >"$OUT/peers.txt" 2>&1 || true
+	if [ -z "$peers_taken" ] && [ "$t" -ge "$peers_from" ]; then
+		# The per-peer view while the bots are connected, shown at the end; --direct because the
+		# Pod IP is a loopback address the API server's pod proxy refuses.
+		peers_cmd="kubectl netfleet peers $peer_gs --direct"
+		kubectl netfleet peers "$peer_gs" --direct >"$OUT/peers.txt" 2>&1 || true
+		peers_at=$((SECONDS - swarm_began))
+		# Taken when it shows the peers; tried again while the bots run.
+		if grep -q '^peer=' "$OUT/peers.txt" || ! kill -0 "$BOTS_PID" 2>/dev/null; then
+			peers_taken=1
 		fi
-		peers_at=$t
 	fi
 done
 wait "$BOTS_PID" || die "botswarm failed; see $OUT/botswarm-progress.log"
@@ -285,7 +319,8 @@ BOTS_PID=""
 [ -n "$patched" ] || die "the run ended before the patch"
 
 step "botswarm's summary per class (full report: $OUT/swarm.json)"
-sed -n '1,/^$/p' "$OUT/botswarm.txt" | sed '/^$/d' | indent
+# Every class names its own target, so the header's default server address is left out.
+sed -n '1,/^$/p' "$OUT/botswarm.txt" | sed -E -e '/^$/d' -e '1s/ against [^,]+,/,/' | indent
 
 step "servers after the change: same Pods, same processes, no restarts"
 after=$(servers)
@@ -295,22 +330,20 @@ ident() { awk 'NR > 1 { print $1, $4, $5, $6 }' <<<"$1"; }
 [ "$(ident "$before")" = "$(ident "$after")" ] || die "a server's Pod or process changed across the netcode change"
 info "pod uids, instance ids and restart counts identical before and after"
 
-if [ -n "$peers_taken" ]; then
-	# overloads prints, per server, how often its tick loop entered overload mode (ticks running late
+# overloads prints, per server, how often its tick loop entered overload mode (ticks running late
 # because the machine was busy: every session is then served less until the ticks are calm).
 overloads() {
-	local name ip port spans
-	for name in "${names[@]}"; do
-		ip=$(kubectl get pod "$name" -o jsonpath='{.status.podIP}')
-		port=$(kubectl get gs "$name" -o jsonpath='{.spec.adminPort}')
-		spans=$(curl -sS --max-time 5 "http://$ip:${port:-8080}/metrics" | awk '$1 == "netfleet_gameserver_overload_spans_total" { print $2 }')
-		printf '%s: %s\n' "$name" "${spans:-?}"
+	local i spans
+	for i in "${!names[@]}"; do
+		spans=$(curl -sS --max-time 5 "http://${admins[$i]}/metrics" | awk '$1 == "netfleet_gameserver_overload_spans_total" { print $2 }')
+		printf '%s: %s\n' "${names[$i]}" "${spans:-?}"
 	done
 }
 info "times each server's tick loop ran late and entered overload mode (a busy machine lowers everyone's rate):"
 overloads | indent | indent
 
-step "per-peer view of $peer_gs at t=${peers_at}s, while the bots were connected: $peers_cmd"
+if [ -n "$peers_at" ]; then
+	step "per-peer view of $peer_gs at t=${peers_at}s of the bots' ${DURATION}s: $peers_cmd"
 	indent <"$OUT/peers.txt"
 fi
 
@@ -323,6 +356,6 @@ bin/demo-report --swarm "$OUT/swarm.json" --change-at "$change_ms" --change "$PA
 info "plot of every client's send rate and snapshot age: $OUT/demo.png"
 
 step "stopping: botswarm, linkem, then netfleet-dev (operator, pods, kube-apiserver, etcd)"
-shutdown || die "processes were left running (killed now)"
-info "no process left: none of the ${#TRACKED[@]} processes netfleet-dev started, nothing running from bin/"
+shutdown || die "processes were left running"
+info "no process left: none of the ${#SEEN[@]} processes netfleet-dev started, no linkem, no botswarm"
 step "done in $((SECONDS - began))s"

@@ -10,6 +10,17 @@ cd "$ROOT"
 KUBE_VERSION=v1.37.2
 OUT=$ROOT/_out/dev
 
+# netfleet-dev's default operator listens on fixed loopback ports; a second control plane would
+# have its operator exit at once, so say why up front (a custom --operator-cmd picks its own).
+if [[ " $* " != *" --operator-cmd"* ]]; then
+	busy=$(ss -Hlnt '( sport = :18080 or sport = :18081 or sport = :18090 )' 2>/dev/null || true)
+	if [ -n "$busy" ]; then
+		printf '%s\n' "$busy" >&2
+		echo "[dev] ports 18080, 18081 and 18090 (the operator's) are in use: is another \`make dev\` or \`make demo\` running?" >&2
+		exit 1
+	fi
+fi
+
 "$ROOT/hack/build.sh"
 mkdir -p "$OUT"
 rm -f "$OUT/ready"
