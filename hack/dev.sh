@@ -16,7 +16,7 @@ if [[ " $* " != *" --operator-cmd"* ]]; then
 	busy=$(ss -Hlnt '( sport = :18080 or sport = :18081 or sport = :18090 )' 2>/dev/null || true)
 	if [ -n "$busy" ]; then
 		printf '%s\n' "$busy" >&2
-		echo "[dev] ports 18080, 18081 and 18090 (the operator's) are in use: is another \`make dev\` or \`make demo\` running?" >&2
+		echo "[dev] the operator's ports 18080, 18081 and 18090 must be free: is another \`make dev\` or \`make demo\` running?" >&2
 		exit 1
 	fi
 fi
