@@ -320,7 +320,7 @@ BOTS_PID=""
 
 step "botswarm's summary per class (full report: $OUT/swarm.json)"
 # Every class names its own target, so the header's default server address is left out.
-sed -n '1,/^$/p' "$OUT/botswarm.txt" | sed -E -e '/^$/d' -e '1s/ against [^,]+,/,/' | indent
+sed -n '1,/^$/p' "$OUT/botswarm.txt" | sed -E -e '/^$/d' | indent
 
 step "servers after the change: same Pods, same processes, no restarts"
 after=$(servers)

@@ -262,7 +262,8 @@ func formatProgress(p botswarm.Progress) string {
 
 func writeReport(w io.Writer, r *botswarm.Report) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "run of %.1f s against %s, seed %d\n", float64(r.ElapsedMs)/1000, r.Server, r.Seed)
+	// Each class's target is in its row; the default server may be one no class used.
+	fmt.Fprintf(tw, "run of %.1f s, seed %d\n", float64(r.ElapsedMs)/1000, r.Seed)
 	fmt.Fprintln(tw, "CLASS\tTARGET\tCLIENTS\tSTATES\tHZ-MEDIAN\tHZ-MIN\tHZ-MAX\tKB/S\tAGE-P50\tAGE-P95\tAPPLIED/S\tLOSS%\tUNAPPLIED\tCLOSE-CODES\t")
 	for _, c := range r.Classes {
 		s := c.Summary
