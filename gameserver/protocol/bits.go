@@ -66,8 +66,30 @@ func (w *BitWriter) WriteBits(v uint64, n uint) {
 		w.overflow = true
 		return
 	}
-	v &= 1<<n - 1 // for n == 64 the shift gives 0 and the mask all ones
-	w.acc |= v << w.nacc
+	w.put(v&(1<<n-1), n) // for n == 64 the shift gives 0 and the mask all ones
+}
+
+// writeWords writes the low n bits held in words, least significant first, with one capacity
+// check. It reports false, writing nothing, if they do not fit.
+func (w *BitWriter) writeWords(words *[3]uint64, n uint) bool {
+	if w.overflow || w.bits+int(n) > w.limit {
+		return false
+	}
+	for _, v := range words {
+		if n <= 64 {
+			w.put(v&(1<<n-1), n)
+			return true
+		}
+		w.put(v, 64)
+		n -= 64
+	}
+	return true
+}
+
+// put writes v, which has no bits above the low n, n <= 64; the caller has checked the limit.
+// Shift counts are masked to 63, which the compiler turns into single shift instructions.
+func (w *BitWriter) put(v uint64, n uint) {
+	w.acc |= v << (w.nacc & 63)
 	w.bits += int(n)
 	if w.nacc+n < 64 {
 		w.nacc += n
@@ -76,7 +98,7 @@ func (w *BitWriter) WriteBits(v uint64, n uint) {
 	// The 8 bytes are inside buf: they are below bits, which is within limit <= 8*len(buf).
 	binary.LittleEndian.PutUint64(w.buf[w.n:w.n+8], w.acc)
 	w.n += 8
-	w.acc = v >> (64 - w.nacc) // a shift of 64, when nacc is 0, gives 0
+	w.acc = v >> 1 >> ((63 - w.nacc) & 63) // v >> (64 - nacc), which is 0 when nacc is 0
 	w.nacc += n - 64
 }
 

@@ -1,6 +1,9 @@
 package protocol
 
-import "math/bits"
+import (
+	"encoding/binary"
+	"math/bits"
+)
 
 // SnapshotHeader is the fixed part of a SNAPSHOT packet.
 type SnapshotHeader struct {
@@ -179,23 +182,92 @@ func (e *SnapshotEncoder) commit(m BitMark) bool {
 	return true
 }
 
+// RecordBits is one encoded entity record as a packet carries it: N bits in W, least significant
+// first. A server that sends one record to many clients encodes it once (SpawnRecord,
+// DeltaRecord) and appends it to each packet (SnapshotEncoder.Append).
+type RecordBits struct {
+	W [3]uint64
+	N uint
+}
+
+// MaxRecordBits is the size of the largest record, a delta with every field changed and coded at
+// its widest.
+const MaxRecordBits = 19 + 11 + (1 + 3*(1+3+19)) + 34 + (1 + 3*(1+2+15))
+
+// add appends the low n bits of v, n <= 64, as BitWriter.WriteBits would.
+func (r *RecordBits) add(v uint64, n uint) {
+	v &= 1<<n - 1 // for n == 64 the shift gives 0 and the mask all ones
+	i, off := r.N>>6, r.N&63
+	r.W[i] |= v << off
+	if off+n > 64 {
+		r.W[i+1] = v >> (64 - off)
+	}
+	r.N += n
+}
+
+// Append writes an encoded record whole, or reports false, writing nothing, if it does not fit.
+func (e *SnapshotEncoder) Append(r *RecordBits) bool {
+	if r.N > MaxRecordBits || !e.w.writeWords(&r.W, r.N) {
+		return false
+	}
+	e.records++
+	return true
+}
+
+// AppendBits writes records of 1 to 64 bits, record i being the low n[i] bits of v[i], in order,
+// until one does not fit or has another length; it returns how many it wrote. It is Append for
+// runs of the short records that make up most packets, with the writer's state in registers.
+func (e *SnapshotEncoder) AppendBits(v []uint64, n []uint8) int {
+	w := &e.w
+	buf, limit := w.buf, w.limit
+	acc, nacc, bits, off := w.acc, w.nacc, w.bits, w.n
+	m := min(len(v), len(n))
+	v, n = v[:m], n[:m]
+	i := 0
+	for ; i < m; i++ {
+		k := uint(n[i])
+		if k-1 >= 64 || bits+int(k) > limit {
+			break
+		}
+		x := v[i] << ((64 - k) & 63) >> ((64 - k) & 63) // the low k bits; k is 1 to 64
+		acc |= x << (nacc & 63)
+		bits += int(k)
+		if nacc += k; nacc >= 64 {
+			// Within buf: the bits are within limit <= 8*len(buf).
+			binary.LittleEndian.PutUint64(buf[off:off+8], acc)
+			off += 8
+			nacc -= 64
+			acc = x >> 1 >> ((k - nacc - 1) & 63) // x >> (k - nacc), 0 when that is 64
+		}
+	}
+	w.acc, w.nacc, w.bits, w.n = acc, nacc, bits, off
+	e.records += i
+	return i
+}
+
 // Spawn writes a spawn record: id now holds a new entity of the given kind and state.
 func (e *SnapshotEncoder) Spawn(id uint16, kind uint8, s *State) bool {
-	m := e.w.Mark()
-	// Fields are gathered into a few words of at most 64 bits, one WriteBits each.
+	var r RecordBits
+	SpawnRecord(id, kind, s, &r)
+	return e.Append(&r)
+}
+
+// SpawnRecord encodes a spawn record into r.
+func SpawnRecord(id uint16, kind uint8, s *State, r *RecordBits) {
+	*r = RecordBits{}
+	// Fields are gathered into a few words of at most 64 bits, one add each.
 	v, n := opID(OpSpawn, id) // 19 bits at most
 	v |= uint64(kind)<<n | uint64(s.Pos[0]-PosMin)<<(n+8) | uint64(s.Pos[1]-PosMin)<<(n+8+PosBits)
-	e.w.WriteBits(v, n+8+2*PosBits)
-	e.w.WriteBits(uint64(s.Pos[2]-PosMin)|uint64(s.Rot)<<PosBits, PosBits+32)
+	r.add(v, n+8+2*PosBits)
+	r.add(uint64(s.Pos[2]-PosMin)|uint64(s.Rot)<<PosBits, PosBits+32)
 	if s.Vel == [3]int16{} {
-		e.w.WriteBits(0, 1)
+		r.add(0, 1)
 	} else {
-		e.w.WriteBits(1|
+		r.add(1|
 			uint64(int32(s.Vel[0])-VelMin)<<1|
 			uint64(int32(s.Vel[1])-VelMin)<<(1+VelBits)|
 			uint64(int32(s.Vel[2])-VelMin)<<(1+2*VelBits), 1+3*VelBits)
 	}
-	return e.commit(m)
 }
 
 // Despawn writes a despawn record.
@@ -210,12 +282,19 @@ func (e *SnapshotEncoder) Despawn(id uint16) bool {
 // before the packet's tick; 1 <= age <= MaxBaselineAge. It reports false, writing nothing, if
 // the record does not fit or age is out of range.
 func (e *SnapshotEncoder) Delta(id uint16, age uint32, base, cur *State) bool {
+	var r RecordBits
+	return DeltaRecord(id, age, base, cur, &r) && e.Append(&r)
+}
+
+// DeltaRecord encodes a delta record of cur against base, age ticks older, into r. It reports
+// false if age is not in [1, MaxBaselineAge].
+func DeltaRecord(id uint16, age uint32, base, cur *State, r *RecordBits) bool {
 	if age == 0 || age > MaxBaselineAge {
 		return false
 	}
-	m := e.w.Mark()
-	// Fields are gathered in v (n bits) and written whenever the next field might not fit in 64
-	// bits; local words stay in registers, where per-field writes would not.
+	*r = RecordBits{}
+	// Fields are gathered in v (n bits) and added whenever the next field might not fit in 64
+	// bits; local words stay in registers, where per-field adds would not.
 	v, n := opID(OpDelta, id)
 	if age--; age < 16 {
 		v, n = v|uint64(age)<<(n+1), n+5
@@ -227,7 +306,7 @@ func (e *SnapshotEncoder) Delta(id uint16, age uint32, base, cur *State) bool {
 	} else {
 		c, l := posCodes.code(uint64(Zigzag(cur.Pos[0] - base.Pos[0])))
 		v, n = v|(1|c<<1)<<n, n+1+l // 54 bits at most
-		e.w.WriteBits(v, n)
+		r.add(v, n)
 		c, l = posCodes.code(uint64(Zigzag(cur.Pos[1] - base.Pos[1])))
 		c2, l2 := posCodes.code(uint64(Zigzag(cur.Pos[2] - base.Pos[2])))
 		v, n = c|c2<<(l&63), l+l2 // 46 bits at most
@@ -235,21 +314,21 @@ func (e *SnapshotEncoder) Delta(id uint16, age uint32, base, cur *State) bool {
 	if base.Rot == cur.Rot {
 		n++
 	} else {
-		e.w.WriteBits(v, n)
+		r.add(v, n)
 		v, n = rotCode(base.Rot, cur.Rot)
 	}
 	if base.Vel == cur.Vel {
 		n++
 	} else {
-		e.w.WriteBits(v|1<<(n&63), n+1)
+		r.add(v|1<<(n&63), n+1)
 		v, n = 0, 0
 		for i := range 3 {
 			c, l := velCodes.code(uint64(Zigzag(int32(cur.Vel[i]) - int32(base.Vel[i]))))
 			v, n = v|c<<(n&63), n+l // 54 bits at most
 		}
 	}
-	e.w.WriteBits(v, n)
-	return e.commit(m)
+	r.add(v, n)
+	return true
 }
 
 // A prefix code for zigzag-coded differences, indexed by the bit length of the zigzag value so

@@ -24,10 +24,22 @@
 //     An entity that has not changed since its acknowledged baseline has nothing to send: it
 //     costs no bytes and its priority stays at zero;
 //  3. orders the candidates by priority with a stable counting sort over logarithmic buckets
-//     (four per octave), linear in the number of candidates;
+//     (four per octave), linear in the number of candidates, and prepares their delta records
+//     (below);
 //  4. fills packets of at most MaxPacketBytes, highest priority first, until the budget is spent.
 //     A record is never split and every packet applies on its own. A sent entity's priority
 //     drops to zero.
+//
+// # Shared record cache
+//
+// A delta record depends only on the entity, the tick and the baseline's tick, and sessions whose
+// clients acknowledge at similar round trips hold the same baselines. The sessions of a world
+// share a cache of the current tick's delta records of up to 64 bits (nearly every delta of a
+// moving entity), two baseline ages per entity: the first session that needs a record encodes
+// it, the others append its bits. The cache is found through the world, so the sessions of a
+// world need no shared object handed to them; it is dropped when the world is collected. It is
+// safe for sessions built concurrently: an entry is claimed with a compare-and-swap, written, and
+// published by storing its key, and is not changed again in the tick.
 //
 // # Baselines and acknowledgements
 //

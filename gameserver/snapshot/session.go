@@ -3,6 +3,7 @@ package snapshot
 import (
 	"errors"
 	"math"
+	mathbits "math/bits"
 	"slices"
 	"unsafe"
 
@@ -51,28 +52,40 @@ var (
 // A baseline is named by its tick; its state is read from the world's state history, and copied
 // into the session (bases) only once it is storeAge ticks old, which happens to entities at rest.
 // Moving entities, whose baselines advance every round trip, so cost no copies.
+//
+// It is 32 bytes, two to a cache line.
 type replica struct {
-	priority    float32
-	baseTick    uint32 // tick of the baseline; 0: the client has acknowledged no state
-	clean       uint32 // last tick the state was known to equal the baseline
-	lastSent    uint32 // tick of the last record sent; 0: nothing sent since the entity (re)started
-	minPromote  uint32 // acknowledgements of records older than this tick are ignored
-	despawnTick uint32 // tick the entity left; 0: not leaving
-	slot        uint16
-	gen         uint16
-	sendCount   uint16 // records sent, wrapping
-	baseSend    uint16 // sendCount of the baseline's record
-	everSent    bool   // the client may hold the entity
-	baseStored  bool   // the baseline is in bases rather than read from the world's history
+	priority   float32
+	baseTick   uint32 // tick of the baseline; 0: the client has acknowledged no state
+	clean      uint32 // last tick the state was known to equal the baseline
+	lastSent   uint32 // tick of the last record sent; 0: nothing sent since the entity (re)started
+	minPromote uint32 // acknowledgements of records older than this tick are ignored
+	slot       uint16
+	gen        uint16
+	sendCount  uint16 // records sent, wrapping
+	baseSend   uint16 // sendCount of the baseline's record
+	leaving    bool   // despawning since minPromote: it left interest, died or was replaced
+	everSent   bool   // the client may hold the entity
+	baseStored bool   // the baseline is in bases rather than read from the world's history
+	bucket     uint8  // this tick's priority bucket; notCandidate: nothing to send this tick
 }
 
-// ackMark is the newest acknowledged record of a replica since the last frame; tick 0: none. It
-// is kept apart from the replicas so that acknowledgements, which arrive in no useful order,
-// write into a small array.
-type ackMark struct {
-	tick    uint32
-	sendIdx uint16
+const notCandidate = 0xff
+
+// ackMark is the newest acknowledged record of a replica since the last frame: markValid, the
+// ring index of its packet (bits 16-23) and its send count (low 16 bits); 0: none. Marks are
+// kept apart from the replicas, four bytes each, so that acknowledgements, which arrive in no
+// useful order, write into a small array.
+type ackMark uint32
+
+const markValid = 1 << 24
+
+func newMark(ringIdx, sendIdx uint16) ackMark {
+	return markValid | ackMark(ringIdx)<<16 | ackMark(sendIdx)
 }
+
+func (m ackMark) ringIdx() uint16 { return uint16(m>>16) & (ringSize - 1) }
+func (m ackMark) sendIdx() uint16 { return uint16(m) }
 
 type sentPacket struct {
 	tick               uint32
@@ -108,10 +121,14 @@ type AckResult struct {
 	Lost  int // packets newly counted lost
 }
 
-type candidate struct {
-	ri     uint16
-	bucket uint8
-}
+// The frame's candidates are listed highest priority first in three parallel arrays: the
+// replica, and the record's bits and length. Deltas of at most 64 bits, most of a frame, are
+// encoded (through the world's record cache) while the list is built, in slot order; a length
+// of 0 or above 64 marks a record decided when it is emitted.
+const (
+	recEqual   = 0    // the state equals the baseline: nothing to send after all
+	recEncoded = 0xff // a spawn, a despawn or a long delta, encoded when emitted
+)
 
 type newcomer struct {
 	slot  uint16
@@ -121,6 +138,7 @@ type newcomer struct {
 // Session is one client's replication state.
 type Session struct {
 	w     *world.World
+	cache *recordCache // shared by the world's sessions
 	cfg   Config
 	focus world.ID
 
@@ -130,8 +148,9 @@ type Session struct {
 	index    slotIndex
 	hits     []world.Hit
 	fresh    []newcomer
-	cands    []candidate
-	order    []uint16 // replica indices, highest priority first
+	candRep  []uint16 // candidates, highest priority first: replica indices,
+	candBits []uint64 // ... short delta records,
+	candLen  []uint8  // ... their lengths, or recEqual or recEncoded
 	counts   [nBuckets]int32
 	ackQueue []uint16 // ring indices acknowledged since the last frame
 
@@ -161,6 +180,7 @@ func NewSession(w *world.World, cfg Config) (*Session, error) {
 	const initial = 512
 	s := &Session{
 		w:        w,
+		cache:    cacheFor(w),
 		history:  uint32(w.Config().HistoryTicks),
 		storeAge: min(storeAge, uint32(w.Config().HistoryTicks)-2),
 		cfg:      cfg,
@@ -170,8 +190,9 @@ func NewSession(w *world.World, cfg Config) (*Session, error) {
 		index:    newSlotIndex(w.Capacity()),
 		hits:     make([]world.Hit, 0, initial),
 		fresh:    make([]newcomer, 0, initial),
-		cands:    make([]candidate, 0, initial),
-		order:    make([]uint16, 0, initial),
+		candRep:  make([]uint16, 0, initial),
+		candBits: make([]uint64, 0, initial),
+		candLen:  make([]uint8, 0, initial),
 		ackQueue: make([]uint16, 0, ringSize),
 		arena:    make([]uint32, arenaSize),
 	}
@@ -245,12 +266,12 @@ func (s *Session) MemoryBytes() int {
 	return int(unsafe.Sizeof(*s)) +
 		cap(s.reps)*int(unsafe.Sizeof(replica{})) +
 		cap(s.bases)*int(unsafe.Sizeof(protocol.State{})) +
-		cap(s.marks)*int(unsafe.Sizeof(ackMark{})) +
+		cap(s.marks)*int(unsafe.Sizeof(ackMark(0))) +
 		s.index.bytes() +
 		cap(s.hits)*int(unsafe.Sizeof(world.Hit{})) +
 		cap(s.fresh)*int(unsafe.Sizeof(newcomer{})) +
-		cap(s.cands)*int(unsafe.Sizeof(candidate{})) +
-		cap(s.order)*2 + cap(s.ackQueue)*2 + cap(s.arena)*4
+		cap(s.candRep)*2 + cap(s.candBits)*8 + cap(s.candLen) +
+		cap(s.ackQueue)*2 + cap(s.arena)*4
 }
 
 // Reset forgets what the client holds. The next frame carries a RESET message and full state
@@ -288,7 +309,7 @@ func (s *Session) BuildFrame(budget int, nowUnixMs int64, f *Frame) error {
 	}
 	s.bump()
 	s.collect(tick, update, fx, fy, focused)
-	s.sortCandidates()
+	s.list(tick)
 	s.emit(tick, budget, uint32(nowUnixMs), flags, f)
 	s.lastBuild = tick
 	s.stats.Frames++
@@ -298,19 +319,25 @@ func (s *Session) BuildFrame(budget int, nowUnixMs int64, f *Frame) error {
 // promote marks, per replica, the newest record of the packets acknowledged since the last
 // frame; collect then makes those states baselines.
 func (s *Session) promote() {
+	marks, arena := s.marks, s.arena[:arenaSize]
+	bits, prefix := s.index.bits, s.index.prefix
 	for _, i := range s.ackQueue {
-		e := &s.ring[i]
+		e := &s.ring[i&(ringSize-1)]
 		if !e.valid || s.arenaHead-e.start > arenaSize {
 			continue // reset since, or its records were overwritten: nothing to promote
 		}
-		for k := e.start; k != e.start+uint32(e.count); k++ {
-			rec := s.arena[k&(arenaSize-1)]
+		tick, mark := e.tick, newMark(i, 0)
+		for k, end := e.start, e.start+uint32(e.count); k != end; k++ {
+			rec := arena[k&(arenaSize-1)]
 			slot := uint16(rec)
-			if !s.index.has(slot) {
+			w, bit := bits[slot>>6], uint64(1)<<(slot&63)
+			if w&bit == 0 {
 				continue
 			}
-			if m := &s.marks[s.index.rank(slot)]; e.tick > m.tick {
-				m.tick, m.sendIdx = e.tick, uint16(rec>>16)
+			r := int(prefix[slot>>6]) + mathbits.OnesCount64(w&(bit-1))
+			// A replica is in at most one packet of a tick, so the newest tick wins.
+			if m := marks[r]; m == 0 || tick > s.ring[m.ringIdx()].tick {
+				marks[r] = mark | ackMark(rec>>16)
 			}
 		}
 	}
@@ -349,7 +376,7 @@ func (s *Session) gather(tick uint32, fx, fy float32) {
 		nc := s.fresh[j]
 		s.reps[d] = replica{slot: nc.slot}
 		s.start(&s.reps[d], s.w.Gen(nc.slot), tick, max(minRelevance, 1-nc.dist2*inv))
-		s.bases[d], s.marks[d] = protocol.State{}, ackMark{}
+		s.bases[d], s.marks[d] = protocol.State{}, 0
 		s.index.set(nc.slot)
 		j--
 	}
@@ -360,7 +387,7 @@ func (s *Session) gather(tick uint32, fx, fy float32) {
 // for the id, so nothing needs to be despawned first.
 func (s *Session) start(rep *replica, gen uint16, tick uint32, relevance float32) {
 	rep.gen = gen
-	rep.despawnTick = 0
+	rep.leaving = false
 	rep.baseTick = 0
 	rep.lastSent = 0
 	rep.minPromote = tick
@@ -373,7 +400,7 @@ func (s *Session) bump() {
 		if !s.index.has(b.Slot) {
 			continue
 		}
-		if rep := &s.reps[s.index.rank(b.Slot)]; rep.gen == b.Gen && rep.despawnTick == 0 {
+		if rep := &s.reps[s.index.rank(b.Slot)]; rep.gen == b.Gen && !rep.leaving {
 			rep.priority += b.Amount
 		}
 	}
@@ -381,76 +408,124 @@ func (s *Session) bump() {
 
 // collect is the one pass over every replica: it applies acknowledgements, follows entities that
 // leave interest, die or are replaced, grows the priority of every entity with something to
-// send, lists those that may be sent this tick, and drops replicas the client no longer needs.
+// send and buckets those that may be sent this tick, and drops replicas the client no longer
+// needs.
+//
+// It runs for every replica of every session every tick, so the loop keeps few values live:
+// rare cases are calls, and an unfocused session measures distances from infinity.
 func (s *Session) collect(tick uint32, update bool, fx, fy float32, focused bool) {
-	s.cands = s.cands[:0]
 	resend := uint32(s.rtt) + 2
 	r2 := s.cfg.InterestRadius * s.cfg.InterestRadius
 	exit2 := r2 * exitFactor * exitFactor
 	inv := (1 - minRelevance) / r2
+	if !focused {
+		fx, fy = float32(math.Inf(1)), float32(math.Inf(1))
+	}
+	s.counts = [nBuckets]int32{}
+	n := len(s.reps)
+	reps, marks := s.reps[:n], s.marks[:n]
 	removed := false
 	j := 0
-	for i := range s.reps {
-		rep := &s.reps[i]
-		slot := rep.slot
-		if m := s.marks[i]; m.tick >= rep.minPromote && m.tick != 0 {
-			if rep.despawnTick != 0 {
-				s.index.unset(slot) // the client has dropped it
+	for i := range reps {
+		rep := &reps[i]
+		if m := marks[i]; m != 0 {
+			marks[i] = 0 // every mark read is cleared, so the kept ones end up clear
+			if s.ack(rep, m, tick) {
 				removed = true
 				continue
-			}
-			if m.tick > rep.baseTick && tick-m.tick < s.history {
-				rep.baseTick, rep.clean, rep.baseSend, rep.baseStored = m.tick, m.tick, m.sendIdx, false
 			}
 		}
 		if rep.baseTick != 0 && !rep.baseStored && tick-rep.baseTick >= s.storeAge {
-			if st, ok := s.w.StateAt(slot, rep.baseTick); ok {
-				s.bases[i], rep.baseStored = *st, true
-			} else {
-				rep.baseTick = 0 // aged out while the session was not built: send full state
-			}
+			s.storeBaseline(rep, i)
 		}
-		meta := s.w.Meta(slot)
-		alive := meta.Alive
-		d2 := float32(math.Inf(1))
-		if alive && focused {
-			x, y := s.w.XY(slot)
-			d2 = (x-fx)*(x-fx) + (y-fy)*(y-fy)
+		meta := s.w.Meta(rep.slot)
+		x, y := s.w.XY(rep.slot)
+		d2 := (x-fx)*(x-fx) + (y-fy)*(y-fy)
+		if !meta.Alive {
+			d2 = float32(math.Inf(1))
 		}
-		relevance := max(minRelevance, 1-d2*inv)
-		gen := meta.Gen
-		switch {
-		case rep.despawnTick == 0 && gen == rep.gen && alive && d2 <= exit2:
-			// still in interest
-		case alive && d2 <= r2:
-			// back after leaving, or a new incarnation of the slot: spawn it
-			s.start(rep, gen, tick, relevance)
-		case rep.despawnTick == 0:
-			if !rep.everSent {
-				s.index.unset(slot) // the client never heard of it
+		relevance := 1 - d2*inv
+		if relevance < minRelevance {
+			relevance = minRelevance
+		}
+		if rep.leaving || meta.Gen != rep.gen || !meta.Alive || d2 > exit2 {
+			if !s.follow(rep, meta, tick, d2 <= r2, relevance) {
 				removed = true
 				continue
 			}
-			rep.despawnTick = tick
-			rep.lastSent = 0
-			rep.minPromote = tick
-			rep.priority = SpawnPriority
-		}
-		if eligible(rep, meta.Changed, tick, update, resend, relevance) {
-			s.cands = append(s.cands, candidate{ri: uint16(j), bucket: bucket(rep.priority)})
 		}
 		if j != i {
-			s.reps[j], s.bases[j] = *rep, s.bases[i]
+			rep = s.move(j, i)
 		}
-		s.marks[j] = ackMark{}
+		rep.bucket = notCandidate
+		if eligible(rep, meta.Changed, tick, update, resend, relevance) {
+			rep.bucket = bucket(rep.priority)
+			s.counts[rep.bucket&(nBuckets-1)]++
+		}
 		j++
 	}
-	s.reps, s.bases, s.marks = s.reps[:j], s.bases[:j], s.marks[:j]
+	s.reps, s.bases, s.marks = reps[:j], s.bases[:j], marks[:j]
 	if removed {
 		s.index.recount()
 	}
-	s.stats.Candidates += uint64(len(s.cands))
-	s.stats.LastCandidates = len(s.cands)
+}
+
+// ack applies the acknowledgement mark m to rep: the record becomes the baseline, unless it
+// predates the replica's current incarnation. It reports true if rep was despawning, which the
+// client has now done: the replica is dropped.
+func (s *Session) ack(rep *replica, m ackMark, tick uint32) bool {
+	mt := s.ring[m.ringIdx()].tick
+	if mt < rep.minPromote {
+		return false
+	}
+	if rep.leaving {
+		s.index.unset(rep.slot)
+		return true
+	}
+	if mt > rep.baseTick && tick-mt < s.history {
+		rep.baseTick, rep.clean, rep.baseSend, rep.baseStored = mt, mt, m.sendIdx(), false
+	}
+	return false
+}
+
+// move moves replica i, with its stored baseline, to j, closing the gap dropped replicas left.
+//
+//go:noinline
+func (s *Session) move(j, i int) *replica {
+	s.reps[j], s.bases[j] = s.reps[i], s.bases[i]
+	return &s.reps[j]
+}
+
+// storeBaseline copies replica i's baseline out of the world's history, or drops it if it aged
+// out of the history while the session was not built (full state is sent then).
+//
+//go:noinline
+func (s *Session) storeBaseline(rep *replica, i int) {
+	if st, ok := s.w.StateAt(rep.slot, rep.baseTick); ok {
+		s.bases[i], rep.baseStored = *st, true
+	} else {
+		rep.baseTick = 0
+	}
+}
+
+// follow handles a replica whose entity is not simply still in interest: one back in interest or
+// a new incarnation of the slot is spawned; one that left, died or was replaced is despawned,
+// or dropped if the client never heard of it, which follow reports with false.
+func (s *Session) follow(rep *replica, meta world.SlotMeta, tick uint32, inRadius bool, relevance float32) bool {
+	switch {
+	case meta.Alive && inRadius:
+		s.start(rep, meta.Gen, tick, relevance)
+	case !rep.leaving:
+		if !rep.everSent {
+			s.index.unset(rep.slot)
+			return false
+		}
+		rep.leaving = true
+		rep.lastSent = 0
+		rep.minPromote = tick
+		rep.priority = SpawnPriority
+	}
+	return true
 }
 
 // eligible grows rep's priority if it has something to send and reports whether it may be sent
@@ -460,7 +535,7 @@ func eligible(rep *replica, changed, tick uint32, update bool, resend uint32, re
 	due := rep.lastSent == 0 || tick-rep.lastSent >= resend // never sent, or not acknowledged in time
 	weight := relevance
 	switch {
-	case rep.despawnTick != 0:
+	case rep.leaving:
 		weight = pendingWeight
 	case rep.baseTick == 0:
 		weight *= pendingWeight
@@ -484,30 +559,71 @@ func bucket(p float32) uint8 {
 	return uint8(max(0, min(nBuckets-1, b)))
 }
 
-// sortCandidates orders the candidates by bucket, highest first (a stable counting sort).
-func (s *Session) sortCandidates() {
-	s.counts = [nBuckets]int32{}
-	for _, c := range s.cands {
-		s.counts[c.bucket]++
-	}
+// list orders the candidates by bucket, highest first, with a stable counting sort over the
+// counts collect took, and prepares their records: a delta of at most 64 bits comes from the
+// world's record cache, or is encoded into it, in slot order, which reads the cache in address
+// order.
+func (s *Session) list(tick uint32) {
+	counts := &s.counts
 	var pos int32
 	for b := nBuckets - 1; b >= 0; b-- {
-		n := s.counts[b]
-		s.counts[b] = pos
+		n := counts[b]
+		counts[b] = pos
 		pos += n
 	}
-	s.order = slices.Grow(s.order[:0], len(s.cands))[:len(s.cands)]
-	for _, c := range s.cands {
-		s.order[s.counts[c.bucket]] = c.ri
-		s.counts[c.bucket]++
+	n := int(pos)
+	s.stats.Candidates += uint64(n)
+	s.stats.LastCandidates = n
+	s.candRep = slices.Grow(s.candRep[:0], n)[:n]
+	s.candBits = slices.Grow(s.candBits[:0], n)[:n]
+	s.candLen = slices.Grow(s.candLen[:0], n)[:n]
+	candRep, candBits, candLen := s.candRep, s.candBits, s.candLen
+	entries := s.cache.entries
+	reps := s.reps
+	for i := range reps {
+		rep := &reps[i]
+		b := rep.bucket
+		if b == notCandidate {
+			continue
+		}
+		p := counts[b&(nBuckets-1)]
+		counts[b&(nBuckets-1)] = p + 1
+		bits, l := uint64(0), uint8(recEncoded)
+		if age := tick - rep.baseTick; !rep.leaving && rep.baseTick != 0 && age <= protocol.MaxBaselineAge &&
+			rep.sendCount-rep.baseSend-1 < protocol.HistoryDepth-1 {
+			e := &entries[int(rep.slot)*cacheWays+int(age&(cacheWays-1))]
+			if k := e.key.Load(); k>>recordLenBits == uint64(tick)<<(32-recordLenBits)|uint64(age) {
+				bits, l = e.bits, uint8(k) // recEqual, or a short delta's length
+			} else {
+				bits, l = s.encodeDelta(e, uint16(i), tick, age)
+			}
+		}
+		candRep[p], candBits[p], candLen[p] = uint16(i), bits, l
 	}
+}
+
+// encodeDelta encodes replica ri's delta against its baseline, age ticks old, which no session
+// has put in cache entry e this tick, and offers it to e. It returns the record as list lists
+// it.
+func (s *Session) encodeDelta(e *cacheEntry, ri uint16, tick, age uint32) (uint64, uint8) {
+	slot := s.reps[ri].slot
+	var rec protocol.RecordBits
+	if base, cur := s.baseline(ri), s.w.State(slot); *base != *cur {
+		protocol.DeltaRecord(slot, age, base, cur, &rec)
+	}
+	e.fill(tick, age, &rec)
+	if rec.N > 64 {
+		return 0, recEncoded
+	}
+	return rec.W[0], uint8(rec.N)
 }
 
 // maxMisses is how many records that do not fit the frame's last packet are skipped looking for
 // smaller ones before the frame is closed.
 const maxMisses = 8
 
-// emit writes the ordered candidates into packets.
+// emit writes the listed candidates into packets. Runs of short deltas, most of a frame, go to
+// the encoder together; other records one by one.
 func (s *Session) emit(tick uint32, budget int, nowMs uint32, flags uint8, f *Frame) {
 	limit := len(f.buf)
 	if budget > 0 {
@@ -517,32 +633,37 @@ func (s *Session) emit(tick uint32, budget int, nowMs uint32, flags uint8, f *Fr
 	open := false // a packet is open at off
 	last := false // the open packet is the last the budget allows
 	misses := 0
-	for _, ri := range s.order {
-		for {
-			if !open {
-				room := min(s.cfg.MaxPacketBytes, limit-off)
-				h := protocol.SnapshotHeader{Tick: tick, ServerTimeMs: nowMs, Seq: s.nextSeq, Flags: flags}
-				if !s.enc.Begin(f.buf[off:off+room], &h) {
-					return
-				}
-				open = true
-				last = limit-off-room < minPacketBytes
+	candRep, candBits, candLen := s.candRep, s.candBits, s.candLen
+	for p := 0; p < len(candRep) && misses < maxMisses; {
+		if !open {
+			room := min(s.cfg.MaxPacketBytes, limit-off)
+			h := protocol.SnapshotHeader{Tick: tick, ServerTimeMs: nowMs, Seq: s.nextSeq, Flags: flags}
+			if !s.enc.Begin(f.buf[off:off+room], &h) {
+				return
 			}
-			if s.write(ri, tick) {
-				break
-			}
-			// A full packet is closed and the record retried in a new one, unless the budget
-			// allows no new one: then smaller records may still fit.
-			if last || s.enc.Records() == 0 {
-				misses++
-				break
-			}
-			off = s.finish(tick, off, f)
-			open = false
+			open = true
+			last = limit-off-room < minPacketBytes
 		}
-		if misses == maxMisses {
-			break
+		if l := candLen[p]; l != recEqual && l != recEncoded {
+			wrote := s.enc.AppendBits(candBits[p:], candLen[p:])
+			s.sent(candRep[p:p+wrote], tick)
+			s.stats.Deltas += uint64(wrote)
+			if p += wrote; p == len(candRep) || candLen[p] == recEqual || candLen[p] == recEncoded {
+				continue // the run ended at a record of another kind
+			}
+		} else if s.write(candRep[p], candLen[p], tick) {
+			p++
+			continue
 		}
+		// The record at p did not fit. A full packet is closed and the record retried in a new
+		// one, unless the budget allows no new one: then smaller records may still fit.
+		if last || s.enc.Records() == 0 {
+			misses++
+			p++
+			continue
+		}
+		off = s.finish(tick, off, f)
+		open = false
 	}
 	if open {
 		s.finish(tick, off, f)
@@ -552,27 +673,42 @@ func (s *Session) emit(tick uint32, budget int, nowMs uint32, flags uint8, f *Fr
 	}
 }
 
-// write encodes one record into the open packet and remembers it; it reports false if the record
-// did not fit.
-func (s *Session) write(ri uint16, tick uint32) bool {
+// sent remembers the records of replicas written to the open packet.
+func (s *Session) sent(written []uint16, tick uint32) {
+	reps, arena := s.reps, s.arena[:arenaSize]
+	head := s.arenaHead
+	for _, ri := range written {
+		rep := &reps[ri]
+		arena[head&(arenaSize-1)] = sentRecord(rep.slot, rep.sendCount)
+		head++
+		rep.sendCount++
+		rep.lastSent = tick
+		rep.priority = 0
+		rep.everSent = true
+	}
+	s.arenaHead = head
+}
+
+// write writes replica ri's record other than a short delta (l is recEqual or recEncoded) into
+// the open packet and remembers it; it reports false if the record did not fit.
+func (s *Session) write(ri uint16, l uint8, tick uint32) bool {
 	rep := &s.reps[ri]
 	slot := rep.slot
 	var ok bool
 	switch {
-	case rep.despawnTick != 0:
+	case l == recEqual:
+		// It changed and changed back: nothing to send after all.
+		rep.clean = tick
+		rep.priority = 0
+		return true
+	case rep.leaving:
 		if ok = s.enc.Despawn(slot); ok {
 			s.stats.Despawns++
 		}
 	case rep.baseTick != 0 && tick-rep.baseTick <= protocol.MaxBaselineAge &&
 		rep.sendCount-rep.baseSend-1 < protocol.HistoryDepth-1:
-		base, cur := s.baseline(ri), s.w.State(slot)
-		if *base == *cur {
-			// It changed and changed back: nothing to send after all.
-			rep.clean = tick
-			rep.priority = 0
-			return true
-		}
-		if ok = s.enc.Delta(slot, tick-rep.baseTick, base, cur); ok {
+		// A delta longer than 64 bits.
+		if ok = s.enc.Delta(slot, tick-rep.baseTick, s.baseline(ri), s.w.State(slot)); ok {
 			s.stats.Deltas++
 		}
 	default:
@@ -583,12 +719,7 @@ func (s *Session) write(ri uint16, tick uint32) bool {
 	if !ok {
 		return false
 	}
-	s.arena[s.arenaHead&(arenaSize-1)] = sentRecord(slot, rep.sendCount)
-	s.arenaHead++
-	rep.sendCount++
-	rep.lastSent = tick
-	rep.priority = 0
-	rep.everSent = true
+	s.sent([]uint16{ri}, tick)
 	return true
 }
 
@@ -680,7 +811,7 @@ func (s *Session) needFull(id uint16) {
 		return
 	}
 	rep := &s.reps[s.index.rank(id)]
-	if rep.despawnTick != 0 {
+	if rep.leaving {
 		return
 	}
 	s.stats.NeedFull++

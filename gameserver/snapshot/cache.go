@@ -1,0 +1,81 @@
+package snapshot
+
+import (
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"weak"
+
+	"github.com/netfleet/netfleet/gameserver/protocol"
+	"github.com/netfleet/netfleet/gameserver/world"
+)
+
+// recordCache holds the delta records encoded during the current tick, shared by every session
+// of a world. A delta record depends only on the entity, the tick and the baseline's tick, and
+// sessions whose clients acknowledge at similar round trips hold the same baselines, so most of a
+// tick's deltas are encoded once and appended to many packets.
+//
+// An entry holds a record of at most 64 bits, which is nearly every delta of a moving entity; a
+// longer one (a large jump, a turn) is encoded by every session that sends it. Entries are 16
+// bytes so that the table stays in the CPU's caches. Each slot has cacheWays entries, chosen by
+// the baseline's age. An entry is filled at most once
+// per tick, by the first session that needs it (later ones with another age that maps to the same
+// entry encode their record themselves), so a filled entry never changes while sessions read it
+// and sessions may be built concurrently: a filler claims the entry with a compare-and-swap of its
+// key, writes the record, then publishes the key; a reader that loads the published key sees the
+// record written before it. The world steps between ticks, while no session is being built.
+type recordCache struct {
+	entries []cacheEntry // slot*cacheWays + age%cacheWays
+}
+
+// cacheWays is the number of ages cached per slot, a power of two.
+const cacheWays = 2
+
+// A key is the tick in its high 32 bits, the age in bits 8 to 31 and the record's length in bits
+// in the low 8. Age 0 marks an entry being filled; length 0 marks a state equal to its baseline.
+type cacheEntry struct {
+	key  atomic.Uint64
+	bits uint64
+}
+
+const recordLenBits = 8
+
+func newRecordCache(slots int) *recordCache {
+	return &recordCache{entries: make([]cacheEntry, slots*cacheWays)}
+}
+
+func cacheKey(tick, age uint32) uint64 { return uint64(tick)<<32 | uint64(age)<<recordLenBits }
+
+// fill stores rec, the record for tick and age, in e, unless rec is longer than 64 bits or e was
+// filled this tick.
+func (e *cacheEntry) fill(tick, age uint32, rec *protocol.RecordBits) {
+	if k := e.key.Load(); rec.N <= 64 && uint32(k>>32) != tick && e.key.CompareAndSwap(k, cacheKey(tick, 0)) {
+		e.bits = rec.W[0]
+		e.key.Store(cacheKey(tick, age) | uint64(rec.N))
+	}
+}
+
+// caches holds each world's record cache, so that every session of a world finds the same one
+// without the tick loop handing it around. A world's cache is dropped when the world is
+// collected; sessions hold their world, so that happens only after its last session is gone.
+var caches = struct {
+	sync.Mutex
+	m map[weak.Pointer[world.World]]*recordCache
+}{m: make(map[weak.Pointer[world.World]]*recordCache)}
+
+func cacheFor(w *world.World) *recordCache {
+	k := weak.Make(w)
+	caches.Lock()
+	defer caches.Unlock()
+	if c, ok := caches.m[k]; ok {
+		return c
+	}
+	c := newRecordCache(w.Capacity())
+	caches.m[k] = c
+	runtime.AddCleanup(w, func(k weak.Pointer[world.World]) {
+		caches.Lock()
+		delete(caches.m, k)
+		caches.Unlock()
+	}, k)
+	return c
+}
