@@ -306,7 +306,8 @@ func TestAppendRefusesWithoutWriting(t *testing.T) {
 }
 
 // TestAppendBitsRuns: a run of short records appended at once gives the bytes of appending them
-// one by one, stopping at the same record, from every starting alignment.
+// one by one, stopping at the same record, from every starting alignment; the records are taken
+// in the order the index list gives.
 func TestAppendBitsRuns(t *testing.T) {
 	rng := rand.New(rand.NewPCG(23, 24))
 	for round := range 300 {
@@ -331,24 +332,31 @@ func TestAppendBitsRuns(t *testing.T) {
 			v = append(v, r.W[0]|^(1<<r.N-1)) // bits above n are ignored
 			n = append(n, uint8(r.N))
 		}
-		if round%10 == 0 {
+		switch round % 10 {
+		case 0:
 			n[len(n)/2] = 65 // too long: the run stops there
+		case 1:
+			n[len(n)/3] = 0 // empty: the run stops there too
+		}
+		at := make([]uint16, len(recs))
+		for i, p := range rng.Perm(len(recs)) {
+			at[i] = uint16(p)
 		}
 		size := 20 + rng.IntN(1200)
 		h := SnapshotHeader{Tick: uint32(round), Seq: 3}
 		var one, run SnapshotEncoder
 		one.Begin(make([]byte, size), &h)
 		run.Begin(make([]byte, size), &h)
-		lead := 1 + rng.IntN(63)
-		one.AppendBits(v[:1], []uint8{uint8(lead)})
-		run.AppendBits(v[:1], []uint8{uint8(lead)})
+		lead := []uint8{uint8(1 + rng.IntN(63))}
+		one.AppendBits(v, lead, []uint16{0})
+		run.AppendBits(v, lead, []uint16{0})
 		want := 0
-		for want < len(recs) && n[want] <= 64 && one.Append(&recs[want]) {
+		for want < len(at) && n[at[want]]-1 < 64 && one.Append(&recs[at[want]]) {
 			want++
 		}
 		got := 0
-		for got < len(v) {
-			k := run.AppendBits(v[got:min(len(v), got+1+rng.IntN(40))], n[got:])
+		for got < len(at) {
+			k := run.AppendBits(v, n, at[got:min(len(at), got+1+rng.IntN(40))])
 			got += k
 			if k == 0 {
 				break
@@ -360,5 +368,10 @@ func TestAppendBitsRuns(t *testing.T) {
 		if a, b := one.Finish(), run.Finish(); !bytes.Equal(a, b) {
 			t.Fatalf("round %d: run\n% x\none by one\n% x", round, b, a)
 		}
+	}
+	var enc SnapshotEncoder
+	enc.Begin(make([]byte, 100), &SnapshotHeader{})
+	if enc.AppendBits([]uint64{1}, []uint8{1}, []uint16{1}) != 0 {
+		t.Fatal("a record out of the arrays was written")
 	}
 }

@@ -214,35 +214,43 @@ func (e *SnapshotEncoder) Append(r *RecordBits) bool {
 	return true
 }
 
-// AppendBits writes records of 1 to 64 bits, record i being the low n[i] bits of v[i], in order,
+// AppendBits writes records of 1 to 64 bits, for each i in at in order the low n[i] bits of v[i],
 // until one does not fit or has another length; it returns how many it wrote. It is Append for
-// runs of the short records that make up most packets, with the writer's state in registers.
-func (e *SnapshotEncoder) AppendBits(v []uint64, n []uint8) int {
+// runs of the short records that make up most packets, with the writer's state in registers;
+// at lists the records, say in priority order, of arrays kept in another order.
+func (e *SnapshotEncoder) AppendBits(v []uint64, n []uint8, at []uint16) int {
 	w := &e.w
-	buf, limit := w.buf, w.limit
-	acc, nacc, bits, off := w.acc, w.nacc, w.bits, w.n
-	m := min(len(v), len(n))
-	v, n = v[:m], n[:m]
-	i := 0
-	for ; i < m; i++ {
-		k := uint(n[i])
-		if k-1 >= 64 || bits+int(k) > limit {
+	// Few values live in the loop, so they stay in registers: the room left, the pending bits,
+	// and the unwritten rest of the buffer.
+	room := w.limit - w.bits
+	acc, nacc := w.acc, w.nacc
+	out := w.buf[w.n:]
+	j := 0
+	for ; j < len(at); j++ {
+		i := int(at[j])
+		if i >= len(n) || i >= len(v) {
 			break
 		}
+		k := uint(n[i])
+		if k-1 >= 64 || int(k) > room {
+			break
+		}
+		room -= int(k)
 		x := v[i] << ((64 - k) & 63) >> ((64 - k) & 63) // the low k bits; k is 1 to 64
 		acc |= x << (nacc & 63)
-		bits += int(k)
 		if nacc += k; nacc >= 64 {
 			// Within buf: the bits are within limit <= 8*len(buf).
-			binary.LittleEndian.PutUint64(buf[off:off+8], acc)
-			off += 8
+			binary.LittleEndian.PutUint64(out, acc)
+			out = out[8:]
 			nacc -= 64
 			acc = x >> 1 >> ((k - nacc - 1) & 63) // x >> (k - nacc), 0 when that is 64
 		}
 	}
-	w.acc, w.nacc, w.bits, w.n = acc, nacc, bits, off
-	e.records += i
-	return i
+	w.acc, w.nacc = acc, nacc
+	w.bits = w.limit - room
+	w.n = len(w.buf) - len(out)
+	e.records += j
+	return j
 }
 
 // Spawn writes a spawn record: id now holds a new entity of the given kind and state.

@@ -19,14 +19,14 @@ func TestCachedRecordsMatchEncoding(t *testing.T) {
 		cfg := testConfig()
 		cfg.InterestRadius = 400 // every session sees most of the world: records are shared
 		h := newHarness(t, busyWorld(31), cfg)
-		for i := range 8 {
+		for i := range 6 {
 			l := h.addLink(2400*(i%3), 50*(i%2), 1+i)
 			if !shared {
 				l.sess.cache = newRecordCache(h.w.Capacity())
 			}
 		}
 		var out []byte
-		for tick := range 300 {
+		for tick := range 200 {
 			d := float32(dt)
 			if tick%50 > 45 {
 				d = 0 // quiet ticks: states equal to their baselines
@@ -54,34 +54,52 @@ func TestCachedRecordsMatchEncoding(t *testing.T) {
 // record cache at once, send the bytes the same sessions send when built one at a time.
 func TestConcurrentBuildsShareCache(t *testing.T) {
 	run := func(concurrent bool) [][]byte {
-		bs := newBenchServer(t, 48)
+		cfg := testConfig()
+		cfg.InterestRadius = 400 // every session sees most of the world: records are shared
+		w, err := world.New(busyWorld(33))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sessions := make([]*Session, 8)
+		frames := make([]*Frame, len(sessions))
+		for i := range sessions {
+			if sessions[i], err = NewSession(w, cfg); err != nil {
+				t.Fatal(err)
+			}
+			id, err := w.AddAvatar()
+			if err != nil {
+				t.Fatal(err)
+			}
+			sessions[i].SetFocus(id)
+			frames[i] = NewFrame(1 << 16)
+		}
 		var out [][]byte
-		for range 20 {
-			bs.w.Step(1.0 / 60)
+		for range 60 {
+			w.Step(dt)
 			if concurrent {
 				var wg sync.WaitGroup
-				for i, s := range bs.sessions {
+				for i, s := range sessions {
 					wg.Go(func() {
-						if err := s.BuildFrame(bs.budget, 0, bs.frames[i]); err != nil {
+						if err := s.BuildFrame(2400, 0, frames[i]); err != nil {
 							t.Error(err)
 						}
 					})
 				}
 				wg.Wait()
 			} else {
-				for i, s := range bs.sessions {
-					if err := s.BuildFrame(bs.budget, 0, bs.frames[i]); err != nil {
+				for i, s := range sessions {
+					if err := s.BuildFrame(2400, 0, frames[i]); err != nil {
 						t.Fatal(err)
 					}
 				}
 			}
-			for i, s := range bs.sessions {
-				f := bs.frames[i]
+			for i, s := range sessions {
+				f := frames[i]
 				for p := range f.Packets() {
 					out = append(out, bytes.Clone(f.Packet(p)))
 				}
 				if f.Packets() > 0 {
-					a := protocol.Ack{Latest: s.nextSeq - 1, Received: 1<<f.Packets() - 1, LastAppliedTick: bs.w.Tick()}
+					a := protocol.Ack{Latest: s.nextSeq - 1, Received: 1<<f.Packets() - 1, LastAppliedTick: w.Tick()}
 					if _, err := s.HandleAck(&a); err != nil {
 						t.Fatal(err)
 					}

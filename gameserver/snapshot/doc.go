@@ -12,21 +12,22 @@
 // For each session the tick loop picks a byte budget (the congestion controller's budget lever)
 // and calls BuildFrame, which:
 //
-//  1. queries the world for entities within InterestRadius of the session's focus entity (its
-//     avatar) and starts tracking newcomers as spawns; a tracked entity leaves only when it is
-//     10% beyond the radius, so entities on the edge do not flicker in and out;
-//  2. in one pass over the tracked entities (kept sorted by slot, so the pass streams through
-//     memory) applies acknowledgements, turns entities that left, died or were replaced into
-//     despawns, and grows the priority of every entity with something to send: a spawn, a
-//     despawn, or a state that changed since the acknowledged baseline. Relevance falls with
+//  1. applies the acknowledgements received since the last frame to the tracked entities;
+//  2. queries the world for entities within InterestRadius of the session's focus entity (its
+//     avatar) that it does not track yet (world.QueryNew, given the tracked-slot bitmap) and
+//     starts tracking them as spawns; a tracked entity leaves only when it is 10% beyond the
+//     radius, so entities on the edge do not flicker in and out;
+//  3. in one pass over the tracked entities (kept sorted by slot, so the pass streams through
+//     memory) turns entities that left, died or were replaced into despawns, grows the priority
+//     of every entity with something to send (a spawn, a despawn, or a state that changed since
+//     the acknowledged baseline) and prepares its delta record (below). Relevance falls with
 //     distance from 1 at the focus to 0.25 at the radius; entities entering interest start at
 //     SpawnPriority (scaled by relevance) so they go first; game-logic bumps (world.Bump) add.
 //     An entity that has not changed since its acknowledged baseline has nothing to send: it
 //     costs no bytes and its priority stays at zero;
-//  3. orders the candidates by priority with a stable counting sort over logarithmic buckets
-//     (four per octave), linear in the number of candidates, and prepares their delta records
-//     (below);
-//  4. fills packets of at most MaxPacketBytes, highest priority first, until the budget is spent.
+//  4. orders the candidates by priority with a stable counting sort over logarithmic buckets
+//     (four per octave), linear in the number of candidates;
+//  5. fills packets of at most MaxPacketBytes, highest priority first, until the budget is spent.
 //     A record is never split and every packet applies on its own. A sent entity's priority
 //     drops to zero.
 //

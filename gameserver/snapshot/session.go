@@ -3,7 +3,6 @@ package snapshot
 import (
 	"errors"
 	"math"
-	mathbits "math/bits"
 	"slices"
 	"unsafe"
 
@@ -70,22 +69,12 @@ type replica struct {
 	bucket     uint8  // this tick's priority bucket; notCandidate: nothing to send this tick
 }
 
-const notCandidate = 0xff
-
-// ackMark is the newest acknowledged record of a replica since the last frame: markValid, the
-// ring index of its packet (bits 16-23) and its send count (low 16 bits); 0: none. Marks are
-// kept apart from the replicas, four bytes each, so that acknowledgements, which arrive in no
-// useful order, write into a small array.
-type ackMark uint32
-
-const markValid = 1 << 24
-
-func newMark(ringIdx, sendIdx uint16) ackMark {
-	return markValid | ackMark(ringIdx)<<16 | ackMark(sendIdx)
-}
-
-func (m ackMark) ringIdx() uint16 { return uint16(m>>16) & (ringSize - 1) }
-func (m ackMark) sendIdx() uint16 { return uint16(m) }
+const (
+	notCandidate = 0xff
+	// acknowledged marks a despawning replica whose despawn the client acknowledged: collect
+	// drops it.
+	acknowledged = 0xfe
+)
 
 type sentPacket struct {
 	tick               uint32
@@ -121,19 +110,13 @@ type AckResult struct {
 	Lost  int // packets newly counted lost
 }
 
-// The frame's candidates are listed highest priority first in three parallel arrays: the
-// replica, and the record's bits and length. Deltas of at most 64 bits, most of a frame, are
-// encoded (through the world's record cache) while the list is built, in slot order; a length
-// of 0 or above 64 marks a record decided when it is emitted.
+// A candidate's record is prepared in collect's pass, parallel to the replicas: a delta of at most
+// 64 bits, most of a frame, as its bits and length, from the world's record cache or encoded
+// into it; a length of 0 or above 64 marks a record decided when it is emitted.
 const (
 	recEqual   = 0    // the state equals the baseline: nothing to send after all
 	recEncoded = 0xff // a spawn, a despawn or a long delta, encoded when emitted
 )
-
-type newcomer struct {
-	slot  uint16
-	dist2 float32
-}
 
 // Session is one client's replication state.
 type Session struct {
@@ -144,13 +127,11 @@ type Session struct {
 
 	reps     []replica        // sorted by slot
 	bases    []protocol.State // parallel to reps: baselines that aged out of the world history
-	marks    []ackMark        // parallel to reps
 	index    slotIndex
-	hits     []world.Hit
-	fresh    []newcomer
-	candRep  []uint16 // candidates, highest priority first: replica indices,
-	candBits []uint64 // ... short delta records,
-	candLen  []uint8  // ... their lengths, or recEqual or recEncoded
+	fresh    []world.Hit
+	recBits  []uint64 // parallel to reps: this tick's short delta records,
+	recLen   []uint8  // ... their lengths, or recEqual or recEncoded
+	cands    []uint16 // replica indices of the candidates, highest priority first
 	counts   [nBuckets]int32
 	ackQueue []uint16 // ring indices acknowledged since the last frame
 
@@ -186,13 +167,11 @@ func NewSession(w *world.World, cfg Config) (*Session, error) {
 		cfg:      cfg,
 		reps:     make([]replica, 0, initial),
 		bases:    make([]protocol.State, 0, initial),
-		marks:    make([]ackMark, 0, initial),
 		index:    newSlotIndex(w.Capacity()),
-		hits:     make([]world.Hit, 0, initial),
-		fresh:    make([]newcomer, 0, initial),
-		candRep:  make([]uint16, 0, initial),
-		candBits: make([]uint64, 0, initial),
-		candLen:  make([]uint8, 0, initial),
+		fresh:    make([]world.Hit, 0, initial),
+		recBits:  make([]uint64, 0, initial),
+		recLen:   make([]uint8, 0, initial),
+		cands:    make([]uint16, 0, initial),
 		ackQueue: make([]uint16, 0, ringSize),
 		arena:    make([]uint32, arenaSize),
 	}
@@ -218,7 +197,6 @@ func (s *Session) forget() {
 	s.index.clear()
 	s.reps = s.reps[:0]
 	s.bases = s.bases[:0]
-	s.marks = s.marks[:0]
 	s.ackQueue = s.ackQueue[:0]
 	for i := range s.ring {
 		s.ring[i].valid = false
@@ -266,11 +244,9 @@ func (s *Session) MemoryBytes() int {
 	return int(unsafe.Sizeof(*s)) +
 		cap(s.reps)*int(unsafe.Sizeof(replica{})) +
 		cap(s.bases)*int(unsafe.Sizeof(protocol.State{})) +
-		cap(s.marks)*int(unsafe.Sizeof(ackMark(0))) +
 		s.index.bytes() +
-		cap(s.hits)*int(unsafe.Sizeof(world.Hit{})) +
-		cap(s.fresh)*int(unsafe.Sizeof(newcomer{})) +
-		cap(s.candRep)*2 + cap(s.candBits)*8 + cap(s.candLen) +
+		cap(s.fresh)*int(unsafe.Sizeof(world.Hit{})) +
+		cap(s.recBits)*8 + cap(s.recLen) + cap(s.cands)*2 +
 		cap(s.ackQueue)*2 + cap(s.arena)*4
 }
 
@@ -303,41 +279,44 @@ func (s *Session) BuildFrame(budget int, nowUnixMs int64, f *Frame) error {
 		s.lastUpdate = tick
 	}
 	fx, fy, _, focused := s.w.Position(s.focus)
-	s.promote()
+	s.promote(tick)
 	if focused {
 		s.gather(tick, fx, fy)
 	}
 	s.bump()
 	s.collect(tick, update, fx, fy, focused)
-	s.list(tick)
+	s.list()
 	s.emit(tick, budget, uint32(nowUnixMs), flags, f)
 	s.lastBuild = tick
 	s.stats.Frames++
 	return nil
 }
 
-// promote marks, per replica, the newest record of the packets acknowledged since the last
-// frame; collect then makes those states baselines.
-func (s *Session) promote() {
-	marks, arena := s.marks, s.arena[:arenaSize]
-	bits, prefix := s.index.bits, s.index.prefix
+// promote makes the records of the packets acknowledged since the last frame baselines, the
+// newest of a replica winning, and marks despawning replicas whose despawn was acknowledged.
+// Records sent before a replica's current incarnation, and states no longer in the world's
+// history, are ignored.
+func (s *Session) promote(tick uint32) {
+	reps, arena := s.reps, s.arena[:arenaSize]
 	for _, i := range s.ackQueue {
 		e := &s.ring[i&(ringSize-1)]
 		if !e.valid || s.arenaHead-e.start > arenaSize {
 			continue // reset since, or its records were overwritten: nothing to promote
 		}
-		tick, mark := e.tick, newMark(i, 0)
+		mt, inHistory := e.tick, tick-e.tick < s.history
 		for k, end := e.start, e.start+uint32(e.count); k != end; k++ {
 			rec := arena[k&(arenaSize-1)]
-			slot := uint16(rec)
-			w, bit := bits[slot>>6], uint64(1)<<(slot&63)
-			if w&bit == 0 {
+			r, ok := s.index.find(uint16(rec))
+			if !ok {
 				continue
 			}
-			r := int(prefix[slot>>6]) + mathbits.OnesCount64(w&(bit-1))
-			// A replica is in at most one packet of a tick, so the newest tick wins.
-			if m := marks[r]; m == 0 || tick > s.ring[m.ringIdx()].tick {
-				marks[r] = mark | ackMark(rec>>16)
+			rep := &reps[r]
+			switch {
+			case mt < rep.minPromote:
+			case rep.leaving:
+				rep.bucket = acknowledged
+			case mt > rep.baseTick && inHistory:
+				rep.baseTick, rep.clean, rep.baseSend, rep.baseStored = mt, mt, uint16(rec>>16), false
 			}
 		}
 	}
@@ -348,36 +327,29 @@ func (s *Session) promote() {
 // them, in slot order, as spawns.
 func (s *Session) gather(tick uint32, fx, fy float32) {
 	r := s.cfg.InterestRadius
-	s.hits = s.w.Query(fx, fy, r, s.hits[:0])
-	s.fresh = s.fresh[:0]
-	for _, h := range s.hits {
-		if !s.index.has(h.Slot) {
-			s.fresh = append(s.fresh, newcomer{h.Slot, h.Dist2})
-		}
-	}
+	s.fresh = s.w.QueryNew(fx, fy, r, s.index.bits, s.fresh[:0])
 	if len(s.fresh) == 0 {
 		return
 	}
 	s.fresh = s.fresh[:min(len(s.fresh), maxReplicas-len(s.reps))]
-	slices.SortFunc(s.fresh, func(a, b newcomer) int { return int(a.slot) - int(b.slot) })
+	slices.SortFunc(s.fresh, func(a, b world.Hit) int { return int(a.Slot) - int(b.Slot) })
 	// Merge from the back: each replica moves at most once.
 	n, k := len(s.reps), len(s.fresh)
 	s.reps = slices.Grow(s.reps, k)[:n+k]
 	s.bases = slices.Grow(s.bases, k)[:n+k]
-	s.marks = slices.Grow(s.marks, k)[:n+k]
 	i, j := n-1, k-1
 	inv := (1 - minRelevance) / (r * r)
 	for d := n + k - 1; j >= 0; d-- {
-		if i >= 0 && s.reps[i].slot > s.fresh[j].slot {
-			s.reps[d], s.bases[d], s.marks[d] = s.reps[i], s.bases[i], s.marks[i]
+		if i >= 0 && s.reps[i].slot > s.fresh[j].Slot {
+			s.reps[d], s.bases[d] = s.reps[i], s.bases[i]
 			i--
 			continue
 		}
 		nc := s.fresh[j]
-		s.reps[d] = replica{slot: nc.slot}
-		s.start(&s.reps[d], s.w.Gen(nc.slot), tick, max(minRelevance, 1-nc.dist2*inv))
-		s.bases[d], s.marks[d] = protocol.State{}, 0
-		s.index.set(nc.slot)
+		s.reps[d] = replica{slot: nc.Slot}
+		s.start(&s.reps[d], s.w.Gen(nc.Slot), tick, max(minRelevance, 1-nc.Dist2*inv))
+		s.bases[d] = protocol.State{}
+		s.index.set(nc.Slot)
 		j--
 	}
 	s.index.recount()
@@ -423,17 +395,19 @@ func (s *Session) collect(tick uint32, update bool, fx, fy float32, focused bool
 	}
 	s.counts = [nBuckets]int32{}
 	n := len(s.reps)
-	reps, marks := s.reps[:n], s.marks[:n]
+	reps := s.reps[:n]
+	s.recBits = slices.Grow(s.recBits[:0], n)[:n]
+	s.recLen = slices.Grow(s.recLen[:0], n)[:n]
+	recBits, recLen := s.recBits, s.recLen
+	entries := s.cache.entries
 	removed := false
 	j := 0
 	for i := range reps {
 		rep := &reps[i]
-		if m := marks[i]; m != 0 {
-			marks[i] = 0 // every mark read is cleared, so the kept ones end up clear
-			if s.ack(rep, m, tick) {
-				removed = true
-				continue
-			}
+		if rep.bucket == acknowledged {
+			s.index.unset(rep.slot) // the client has dropped it
+			removed = true
+			continue
 		}
 		if rep.baseTick != 0 && !rep.baseStored && tick-rep.baseTick >= s.storeAge {
 			s.storeBaseline(rep, i)
@@ -461,31 +435,26 @@ func (s *Session) collect(tick uint32, update bool, fx, fy float32, focused bool
 		if eligible(rep, meta.Changed, tick, update, resend, relevance) {
 			rep.bucket = bucket(rep.priority)
 			s.counts[rep.bucket&(nBuckets-1)]++
+			// The record: a delta through the world's record cache, read in slot order, or
+			// one decided when it is emitted.
+			bits, l := uint64(0), uint8(recEncoded)
+			if age := tick - rep.baseTick; !rep.leaving && rep.baseTick != 0 && age <= protocol.MaxBaselineAge &&
+				rep.sendCount-rep.baseSend-1 < protocol.HistoryDepth-1 {
+				e := &entries[int(rep.slot)*cacheWays+int(age&(cacheWays-1))]
+				if k := e.key.Load(); k>>recordLenBits == uint64(tick)<<(32-recordLenBits)|uint64(age) {
+					bits, l = e.bits, uint8(k) // recEqual, or a short delta's length
+				} else {
+					bits, l = s.encodeDelta(e, uint16(j), tick, age)
+				}
+			}
+			recBits[j], recLen[j] = bits, l
 		}
 		j++
 	}
-	s.reps, s.bases, s.marks = reps[:j], s.bases[:j], marks[:j]
+	s.reps, s.bases = reps[:j], s.bases[:j]
 	if removed {
 		s.index.recount()
 	}
-}
-
-// ack applies the acknowledgement mark m to rep: the record becomes the baseline, unless it
-// predates the replica's current incarnation. It reports true if rep was despawning, which the
-// client has now done: the replica is dropped.
-func (s *Session) ack(rep *replica, m ackMark, tick uint32) bool {
-	mt := s.ring[m.ringIdx()].tick
-	if mt < rep.minPromote {
-		return false
-	}
-	if rep.leaving {
-		s.index.unset(rep.slot)
-		return true
-	}
-	if mt > rep.baseTick && tick-mt < s.history {
-		rep.baseTick, rep.clean, rep.baseSend, rep.baseStored = mt, mt, m.sendIdx(), false
-	}
-	return false
 }
 
 // move moves replica i, with its stored baseline, to j, closing the gap dropped replicas left.
@@ -560,10 +529,8 @@ func bucket(p float32) uint8 {
 }
 
 // list orders the candidates by bucket, highest first, with a stable counting sort over the
-// counts collect took, and prepares their records: a delta of at most 64 bits comes from the
-// world's record cache, or is encoded into it, in slot order, which reads the cache in address
-// order.
-func (s *Session) list(tick uint32) {
+// counts collect took.
+func (s *Session) list() {
 	counts := &s.counts
 	var pos int32
 	for b := nBuckets - 1; b >= 0; b-- {
@@ -574,31 +541,13 @@ func (s *Session) list(tick uint32) {
 	n := int(pos)
 	s.stats.Candidates += uint64(n)
 	s.stats.LastCandidates = n
-	s.candRep = slices.Grow(s.candRep[:0], n)[:n]
-	s.candBits = slices.Grow(s.candBits[:0], n)[:n]
-	s.candLen = slices.Grow(s.candLen[:0], n)[:n]
-	candRep, candBits, candLen := s.candRep, s.candBits, s.candLen
-	entries := s.cache.entries
-	reps := s.reps
-	for i := range reps {
-		rep := &reps[i]
-		b := rep.bucket
-		if b == notCandidate {
-			continue
+	s.cands = slices.Grow(s.cands[:0], n)[:n]
+	cands := s.cands
+	for i := range s.reps {
+		if b := s.reps[i].bucket; b != notCandidate {
+			cands[counts[b&(nBuckets-1)]] = uint16(i)
+			counts[b&(nBuckets-1)]++
 		}
-		p := counts[b&(nBuckets-1)]
-		counts[b&(nBuckets-1)] = p + 1
-		bits, l := uint64(0), uint8(recEncoded)
-		if age := tick - rep.baseTick; !rep.leaving && rep.baseTick != 0 && age <= protocol.MaxBaselineAge &&
-			rep.sendCount-rep.baseSend-1 < protocol.HistoryDepth-1 {
-			e := &entries[int(rep.slot)*cacheWays+int(age&(cacheWays-1))]
-			if k := e.key.Load(); k>>recordLenBits == uint64(tick)<<(32-recordLenBits)|uint64(age) {
-				bits, l = e.bits, uint8(k) // recEqual, or a short delta's length
-			} else {
-				bits, l = s.encodeDelta(e, uint16(i), tick, age)
-			}
-		}
-		candRep[p], candBits[p], candLen[p] = uint16(i), bits, l
 	}
 }
 
@@ -633,8 +582,8 @@ func (s *Session) emit(tick uint32, budget int, nowMs uint32, flags uint8, f *Fr
 	open := false // a packet is open at off
 	last := false // the open packet is the last the budget allows
 	misses := 0
-	candRep, candBits, candLen := s.candRep, s.candBits, s.candLen
-	for p := 0; p < len(candRep) && misses < maxMisses; {
+	cands, recBits, recLen := s.cands, s.recBits, s.recLen
+	for p := 0; p < len(cands) && misses < maxMisses; {
 		if !open {
 			room := min(s.cfg.MaxPacketBytes, limit-off)
 			h := protocol.SnapshotHeader{Tick: tick, ServerTimeMs: nowMs, Seq: s.nextSeq, Flags: flags}
@@ -644,14 +593,14 @@ func (s *Session) emit(tick uint32, budget int, nowMs uint32, flags uint8, f *Fr
 			open = true
 			last = limit-off-room < minPacketBytes
 		}
-		if l := candLen[p]; l != recEqual && l != recEncoded {
-			wrote := s.enc.AppendBits(candBits[p:], candLen[p:])
-			s.sent(candRep[p:p+wrote], tick)
+		if recLen[cands[p]]-1 < 64 { // a delta of 1 to 64 bits
+			wrote := s.enc.AppendBits(recBits, recLen, cands[p:])
+			s.sent(cands[p:p+wrote], tick)
 			s.stats.Deltas += uint64(wrote)
-			if p += wrote; p == len(candRep) || candLen[p] == recEqual || candLen[p] == recEncoded {
+			if p += wrote; p == len(cands) || recLen[cands[p]]-1 >= 64 {
 				continue // the run ended at a record of another kind
 			}
-		} else if s.write(candRep[p], candLen[p], tick) {
+		} else if s.write(cands[p], recLen[cands[p]], tick) {
 			p++
 			continue
 		}

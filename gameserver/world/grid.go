@@ -72,3 +72,25 @@ func (g *grid) query(x, y, radius float32, out []Hit) []Hit {
 	}
 	return out
 }
+
+// queryNew is query without the entities whose slot bit is set in known, which is tested before
+// the distance: a viewer that tracks most entities around it finds the few new ones cheaply.
+func (g *grid) queryNew(x, y, radius float32, known []uint8, out []Hit) []Hit {
+	r2 := radius * radius
+	x0, x1 := g.cell(x-radius), g.cell(x+radius)
+	for cy := g.cell(y - radius); cy <= g.cell(y+radius); cy++ {
+		row := cy * g.n
+		lo, hi := g.start[row+x0], g.start[row+x1+1]
+		xs, ys, slots := g.xs[lo:hi], g.ys[lo:hi], g.slots[lo:hi]
+		for i, s := range slots {
+			if known[s>>3]&(1<<(s&7)) != 0 {
+				continue
+			}
+			dx, dy := xs[i]-x, ys[i]-y
+			if d2 := dx*dx + dy*dy; d2 <= r2 {
+				out = append(out, Hit{Slot: s, Dist2: d2})
+			}
+		}
+	}
+	return out
+}

@@ -510,6 +510,12 @@ func (w *World) Query(x, y, radius float32, out []Hit) []Hit {
 	return w.grid.query(x, y, radius, out)
 }
 
+// QueryNew is Query for the entities not in known, a bitmap of slots (slot s is bit s%8 of
+// known[s/8]) that covers every slot: what a viewer tracking the known slots newly sees.
+func (w *World) QueryNew(x, y, radius float32, known []uint8, out []Hit) []Hit {
+	return w.grid.queryNew(x, y, radius, known[:(len(w.meta)+7)/8], out)
+}
+
 func clamp(v, lo, hi float32) float32 { return max(lo, min(hi, v)) }
 
 // rng is splitmix64: small, fast and good enough for a simulation.

@@ -296,17 +296,52 @@ func TestQueryMatchesBruteForce(t *testing.T) {
 	}
 }
 
+// TestQueryNew: QueryNew returns Query's hits, in order, but those of known slots.
+func TestQueryNew(t *testing.T) {
+	w := mustNew(t, restless(8))
+	for range 10 {
+		w.Step(1.0 / 60)
+	}
+	r := rng{s: 77}
+	known := make([]uint8, (w.Capacity()+7)/8)
+	var hits, fresh []Hit
+	for round := range 200 {
+		for i := range known {
+			known[i] = uint8(r.next())
+			if round%4 == 0 {
+				known[i] = 0
+			}
+		}
+		x, y := (2*r.float()-1)*600, (2*r.float()-1)*600
+		radius := r.float() * 400
+		hits = w.Query(x, y, radius, hits[:0])
+		fresh = w.QueryNew(x, y, radius, known, fresh[:0])
+		var want []Hit
+		for _, h := range hits {
+			if known[h.Slot/8]&(1<<(h.Slot%8)) == 0 {
+				want = append(want, h)
+			}
+		}
+		if !slices.Equal(fresh, want) {
+			t.Fatalf("round %d: QueryNew %v, want %v", round, fresh, want)
+		}
+	}
+}
+
 func TestStepAndQueryAllocateNothing(t *testing.T) {
 	cfg := restless(7)
 	cfg.RestMinSec, cfg.RestMaxSec, cfg.LifetimeMeanSec = 0.1, 0.5, 1
 	w := mustNew(t, cfg)
 	hits := make([]Hit, 0, w.Capacity())
+	fresh := make([]Hit, 0, w.Capacity())
+	known := make([]uint8, (w.Capacity()+7)/8)
 	for range 120 {
 		w.Step(1.0 / 60)
 	}
 	allocs := testing.AllocsPerRun(100, func() {
 		w.Step(1.0 / 60)
 		hits = w.Query(0, 0, 300, hits[:0])
+		fresh = w.QueryNew(0, 0, 300, known, fresh[:0])
 	})
 	if allocs != 0 {
 		t.Fatalf("%v allocations per tick, want 0", allocs)
