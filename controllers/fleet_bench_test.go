@@ -138,6 +138,7 @@ func BenchmarkAllocation(b *testing.B) {
 // round returns, at the start of each round, the function that serves one allocation.
 func benchAllocationRounds(b *testing.B, f *v1alpha1.Fleet, mode string, round func() func() (string, error)) {
 	first := len(allocBenchRuns)
+	req0, api0 := readAPIRequests(b), apiServerCPU(b)
 	for b.Loop() {
 		allocate := round()
 		conflicts0 := counterValue(b, allocationConflicts)
@@ -199,8 +200,11 @@ func benchAllocationRounds(b *testing.B, f *v1alpha1.Fleet, mode string, round f
 		allocBenchRuns = append(allocBenchRuns, res)
 
 		b.StopTimer()
+		fmt.Printf("API requests per allocation: %s; API server CPU %.1f ms per allocation\n",
+			readAPIRequests(b).per(req0, allocBenchRound), ms(apiServerCPU(b)-api0)/allocBenchRound)
 		endMatches(b, f)
 		waitFleetAt(b, f, allocBenchServers, 15*time.Minute)
+		req0, api0 = readAPIRequests(b), apiServerCPU(b)
 		b.StartTimer()
 	}
 	// The metrics are the means of this run's rounds.
@@ -368,6 +372,8 @@ func BenchmarkFleetNetcode(b *testing.B) {
 		rate := nb.rate
 		patch := fmt.Appendf(nil, `{"spec":{"template":{"spec":{"netcode":{"tickRateHz":%d}}}}}`, rate)
 		f := &v1alpha1.Fleet{ObjectMeta: metav1.ObjectMeta{Namespace: nb.fleet.Namespace, Name: nb.fleet.Name}}
+		req0, api0 := readAPIRequests(b), apiServerCPU(b)
+		profiled := apiServerProfile(b, b.Name())
 		if err := k8s.Patch(context.Background(), f, client.RawPatch(types.MergePatchType, patch)); err != nil {
 			b.Fatal(err)
 		}
@@ -386,6 +392,9 @@ func BenchmarkFleetNetcode(b *testing.B) {
 			fleetAt = nb.fleetAt[rate]
 			return len(lat) == netcodeBenchServers && !fleetAt.IsZero(), fmt.Errorf("%d of %d servers applied", len(lat), netcodeBenchServers)
 		})
+		fmt.Printf("API requests per server: %s; API server CPU %.1f ms per server\n",
+			readAPIRequests(b).per(req0, netcodeBenchServers), ms(apiServerCPU(b)-api0)/netcodeBenchServers)
+		profiled()
 		netcodeBenchRuns = append(netcodeBenchRuns, netcodeBenchResult{
 			Servers: netcodeBenchServers, Allocated: netcodeBenchAllocated,
 			P50Ms: quantileMs(lat, 0.5), P90Ms: quantileMs(lat, 0.9), P99Ms: quantileMs(lat, 0.99), AllMs: quantileMs(lat, 1),
