@@ -110,12 +110,13 @@ func TestSoak(t *testing.T) {
 			botswarm.Class{Name: fmt.Sprintf("direct-%d", i), Count: 2, Addr: s.game},
 			botswarm.Class{Name: fmt.Sprintf("impaired-%d", i), Count: 2, Addr: proxy.Addr()})
 	}
-	swarm, err := botswarm.New(botswarm.Config{
+	cfg := botswarm.Config{
 		Classes:    classes,
 		Duration:   duration + 5*time.Minute, // ended by cancel
 		CommandsHz: 10,
 		Seed:       1,
-	})
+	}
+	swarm, err := botswarm.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,10 +130,9 @@ func TestSoak(t *testing.T) {
 		churning.Wait()
 		swarm.Wait()
 	}()
-	bots := 4 * len(initial)
 	waitFor(t, "the bots connected", waitLimit, func() (bool, error) {
 		p := swarm.Progress()
-		return p.States[botswarm.StateConnected] == bots, fmt.Errorf("bot states %v", p.States)
+		return p.States[botswarm.StateConnected] == cfg.Bots(), fmt.Errorf("bot states %v", p.States)
 	})
 
 	churns := make([]*botswarm.ChurnReport, len(initial))
@@ -146,9 +146,10 @@ func TestSoak(t *testing.T) {
 		})
 	}
 
+	procs := soakProcesses(t, initial)
 	start := time.Now()
 	sampled := make(chan sampling, 1)
-	go func() { sampled <- sample(ctx, start, duration, soakProcesses(t, initial)) }()
+	go func() { sampled <- sample(ctx, start, duration, procs) }()
 
 	var edits []soakEdit
 	for i := 1; ; i++ {
