@@ -16,13 +16,15 @@ import (
 
 // The tick benchmark is the server's data path for one tick: the world steps, then every session
 // handles its client's ACK (encoded by a stand-in client that received every packet and answers
-// after ackDelay ticks), and builds its frame under the default budget. No network, no client
-// decoding.
+// after ackDelay ticks, or a delay of its own), and builds its frame under the default budget. No
+// network, no client decoding.
 
 const (
 	benchEntities = 4096
 	benchHalf     = 2047
 	ackDelay      = 3
+	// sentRing holds the sequences sent in the last ticks, more than the longest ACK delay.
+	sentRing = 16
 )
 
 // benchRadius covers an eighth of the world's area: π r² = (2 * half)² / 8.
@@ -32,8 +34,9 @@ type benchServer struct {
 	w        *world.World
 	sessions []*Session
 	frames   []*Frame
-	// sentSeq[i][t % len] is the newest sequence session i sent at tick t, -1 for none.
-	sentSeq  [][ackDelay + 1]int32
+	delays   []uint32 // ticks each session's client waits before acknowledging
+	// sentSeq[i][t % sentRing] is the newest sequence session i sent at tick t, -1 for none.
+	sentSeq  [][sentRing]int32
 	ackBytes []byte
 	ack      protocol.Ack
 	budget   int
@@ -42,8 +45,15 @@ type benchServer struct {
 }
 
 // newBenchServer builds a world of benchEntities entities, all moving, one avatar per session
-// among them, and warms it up until every session is in steady state.
+// among them, and warms it up until every session is in steady state. Clients acknowledge after
+// ackDelay ticks.
 func newBenchServer(tb testing.TB, sessions int) *benchServer {
+	return newBenchServerDelays(tb, sessions, func(int) uint32 { return ackDelay })
+}
+
+// newBenchServerDelays is newBenchServer with session i's client acknowledging after delay(i)
+// ticks, below sentRing.
+func newBenchServerDelays(tb testing.TB, sessions int, delay func(i int) uint32) *benchServer {
 	tb.Helper()
 	w, err := world.New(world.Config{Seed: 1, Capacity: benchEntities, Population: benchEntities - sessions, HalfExtent: benchHalf})
 	if err != nil {
@@ -51,7 +61,7 @@ func newBenchServer(tb testing.TB, sessions int) *benchServer {
 	}
 	nc := netcode.NetcodeConfig{}.Default()
 	cfg := FromNetcode(nc, benchRadius)
-	bs := &benchServer{w: w, budget: int(*nc.Budget.SnapshotBytesPerTick), sentSeq: make([][ackDelay + 1]int32, sessions)}
+	bs := &benchServer{w: w, budget: int(*nc.Budget.SnapshotBytesPerTick), sentSeq: make([][sentRing]int32, sessions)}
 	for i := range sessions {
 		s, err := NewSession(w, cfg)
 		if err != nil {
@@ -64,6 +74,7 @@ func newBenchServer(tb testing.TB, sessions int) *benchServer {
 		s.SetFocus(id)
 		bs.sessions = append(bs.sessions, s)
 		bs.frames = append(bs.frames, NewFrame(int(nc.Backpressure.FrameBytes)))
+		bs.delays = append(bs.delays, delay(i))
 		for k := range bs.sentSeq[i] {
 			bs.sentSeq[i][k] = -1
 		}
@@ -81,9 +92,9 @@ func (bs *benchServer) tick() {
 	nowMs := int64(t) * tickMs
 	bs.bytes = 0
 	for i, s := range bs.sessions {
-		slot := &bs.sentSeq[i][t%(ackDelay+1)] // sent ackDelay+1 ticks ago, acknowledged now
-		if *slot >= 0 {
-			a := protocol.Ack{Latest: uint16(*slot), Received: math.MaxUint64, LastAppliedTick: t - ackDelay - 1}
+		d := bs.delays[i]
+		if sent := bs.sentSeq[i][(t-d-1)%sentRing]; sent >= 0 { // sent d+1 ticks ago, acknowledged now
+			a := protocol.Ack{Latest: uint16(sent), Received: math.MaxUint64, LastAppliedTick: t - d - 1}
 			bs.ackBytes = protocol.AppendAck(bs.ackBytes[:0], &a)
 			if err := protocol.DecodeAck(bs.ackBytes, &bs.ack); err != nil {
 				panic(err)
@@ -99,9 +110,9 @@ func (bs *benchServer) tick() {
 		}
 		bs.records += s.stats.Spawns + s.stats.Deltas + s.stats.Despawns - before
 		bs.bytes += f.Bytes()
-		*slot = -1
+		bs.sentSeq[i][t%sentRing] = -1
 		if f.Packets() > 0 {
-			*slot = int32(s.nextSeq - 1)
+			bs.sentSeq[i][t%sentRing] = int32(s.nextSeq - 1)
 		}
 	}
 }
@@ -119,25 +130,38 @@ func cpuTime() time.Duration {
 func BenchmarkTick(b *testing.B) {
 	for _, n := range []int{256, 1024} {
 		b.Run(fmt.Sprintf("sessions=%d", n), func(b *testing.B) {
-			bs := newBenchServer(b, n)
-			bytes, records := 0, bs.records
-			b.ReportAllocs()
-			cpu := cpuTime()
-			b.ResetTimer()
-			for b.Loop() {
-				bs.tick()
-				bytes += bs.bytes
-			}
-			b.ReportMetric(float64(cpuTime()-cpu)/float64(b.N), "cpu-ns/tick")
-			b.ReportMetric(float64(bytes)/float64(b.N), "bytes/tick")
-			b.ReportMetric(float64(bs.records-records)/float64(b.N), "records/tick")
-			known := 0
-			for _, s := range bs.sessions {
-				known += s.Known()
-			}
-			b.ReportMetric(float64(known)/float64(n), "entities/session")
+			benchTick(b, newBenchServer(b, n))
 		})
 	}
+}
+
+// BenchmarkTickMixedRTT is BenchmarkTick with clients acknowledging after 1 to 12 ticks (17 to
+// 200 ms), so sessions hold baselines of many ages and share fewer encoded records.
+func BenchmarkTickMixedRTT(b *testing.B) {
+	for _, n := range []int{256, 1024} {
+		b.Run(fmt.Sprintf("sessions=%d", n), func(b *testing.B) {
+			benchTick(b, newBenchServerDelays(b, n, func(i int) uint32 { return uint32(1 + i%12) }))
+		})
+	}
+}
+
+func benchTick(b *testing.B, bs *benchServer) {
+	bytes, records := 0, bs.records
+	b.ReportAllocs()
+	cpu := cpuTime()
+	b.ResetTimer()
+	for b.Loop() {
+		bs.tick()
+		bytes += bs.bytes
+	}
+	b.ReportMetric(float64(cpuTime()-cpu)/float64(b.N), "cpu-ns/tick")
+	b.ReportMetric(float64(bytes)/float64(b.N), "bytes/tick")
+	b.ReportMetric(float64(bs.records-records)/float64(b.N), "records/tick")
+	known := 0
+	for _, s := range bs.sessions {
+		known += s.Known()
+	}
+	b.ReportMetric(float64(known)/float64(len(bs.sessions)), "entities/session")
 }
 
 // TestTickAllocatesNothing: once warm, a whole tick (world step, ACKs, all frames) allocates

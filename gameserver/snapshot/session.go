@@ -409,7 +409,8 @@ func (s *Session) collect(tick uint32, update bool, fx, fy float32, focused bool
 			removed = true
 			continue
 		}
-		if rep.baseTick != 0 && !rep.baseStored && tick-rep.baseTick >= s.storeAge {
+		// Moving entities' baselines are younger than storeAge: that test goes first.
+		if tick-rep.baseTick >= s.storeAge && rep.baseTick != 0 && !rep.baseStored {
 			s.storeBaseline(rep, i)
 		}
 		meta := s.w.Meta(rep.slot)
