@@ -231,10 +231,10 @@ func sendHz(r *congestionlab.Result, class string, from, to int) float64 {
 			}
 		}
 		if len(v) > 0 {
-			perClient = append(perClient, median(v))
+			perClient = append(perClient, botswarm.Median(v))
 		}
 	}
-	return median(perClient)
+	return botswarm.Median(perClient)
 }
 
 // queueP95 is the class's snapshot-age p95 in the phase above its warm-up median: the queueing

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"image/color"
 	"os"
-	"slices"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -125,17 +124,4 @@ func seriesPlot(r *congestionlab.Result, title, yLabel string, value func(*botsw
 	p.Legend.YOffs = -vg.Millimeter * 6 // below the title
 	p.Add(plotter.NewGrid())
 	return p, nil
-}
-
-func median(v []float64) float64 {
-	if len(v) == 0 {
-		return 0
-	}
-	v = slices.Clone(v)
-	slices.Sort(v)
-	m := len(v) / 2
-	if len(v)%2 == 1 {
-		return v[m]
-	}
-	return (v[m-1] + v[m]) / 2
 }

@@ -129,13 +129,13 @@ func measure(clients []botswarm.ClientReport, from, to int) window {
 			packets += float64(s.Packets)
 		}
 		if len(hz) > 0 {
-			medians = append(medians, median(hz))
+			medians = append(medians, botswarm.Median(hz))
 		}
 	}
 	if len(medians) == 0 {
 		return window{}
 	}
-	w := window{hz: median(medians), ageP95: median(ages), ok: true}
+	w := window{hz: botswarm.Median(medians), ageP95: botswarm.Median(ages), ok: true}
 	if lost+packets > 0 {
 		w.loss = 100 * lost / (lost + packets)
 	}
@@ -295,17 +295,4 @@ func seriesPlot(groups []group, at float64, change, title, yLabel string, value 
 	p.Legend.YOffs = -vg.Millimeter * 6 // below the title
 	p.Add(plotter.NewGrid())
 	return p, nil
-}
-
-func median(v []float64) float64 {
-	if len(v) == 0 {
-		return 0
-	}
-	v = slices.Clone(v)
-	slices.Sort(v)
-	m := len(v) / 2
-	if len(v)%2 == 1 {
-		return v[m]
-	}
-	return (v[m-1] + v[m]) / 2
 }

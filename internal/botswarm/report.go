@@ -177,13 +177,13 @@ func Summarize(clients []ClientReport, from, to int) Summary {
 			s.Clients++
 			s.Seconds += len(hz)
 			secs += float64(len(hz))
-			medians = append(medians, median(hz))
+			medians = append(medians, Median(hz))
 		}
 	}
 	if s.Seconds == 0 {
 		return Summary{AgeP50Ms: -1, AgeP95Ms: -1}
 	}
-	s.HzMedian = median(medians)
+	s.HzMedian = Median(medians)
 	s.KBps = bytes / secs / 1000
 	s.AppliedPerSec = applied / secs
 	if packets+lost > 0 {
@@ -222,11 +222,13 @@ func window(series []Second, from, to int) []Second {
 	return series[lo:hi]
 }
 
-// median returns the median of v (the mean of the middle two for an even count); it sorts v.
-func median(v []float64) float64 {
+// Median returns the median of v (the mean of the middle two for an even count, 0 for none);
+// v is left as it was.
+func Median(v []float64) float64 {
 	if len(v) == 0 {
 		return 0
 	}
+	v = slices.Clone(v)
 	slices.Sort(v)
 	m := len(v) / 2
 	if len(v)%2 == 1 {
@@ -270,7 +272,7 @@ func secondStat(t int, secs []*Second) ClassSecondStat {
 		bytes += float64(sec.Bytes)
 		hist.merge(&sec.Age)
 	}
-	st.HzMedian = median(hz)
+	st.HzMedian = Median(hz)
 	st.KBps = bytes / float64(len(secs)) / 1000
 	st.AgeP50Ms = hist.quantile(0.50)
 	st.AgeP95Ms = hist.quantile(0.95)

@@ -129,7 +129,7 @@ func sentHz(c botswarm.ClientReport, from, to int) float64 {
 	for s := from; s < to; s++ {
 		v = append(v, c.Series[s].SentHz())
 	}
-	return medianOf(v)
+	return botswarm.Median(v)
 }
 
 // logTimeline logs every client's per-second rate, lost packets and snapshot age, and the

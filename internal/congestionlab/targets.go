@@ -2,7 +2,6 @@ package congestionlab
 
 import (
 	"math"
-	"slices"
 
 	"github.com/netfleet/netfleet/internal/botswarm"
 )
@@ -147,7 +146,7 @@ func (r *Result) Measure() Targets {
 				hz = append(hz, float64(c.Series[s].Hz))
 			}
 		}
-		m := medianOf(hz)
+		m := botswarm.Median(hz)
 		t.Healthy.MinMedianHz = min(t.Healthy.MinMedianHz, m)
 		if m < HealthyMinHz {
 			t.Healthy.Below = append(t.Healthy.Below, HealthySecond{T: s, MedianHz: m, ServerTicks: r.ServerTicks(s)})
@@ -175,17 +174,4 @@ func settledFrom(series []botswarm.Second, from, to int, ok func(*botswarm.Secon
 		at = s - from
 	}
 	return at
-}
-
-func medianOf(v []float64) float64 {
-	if len(v) == 0 {
-		return 0
-	}
-	v = slices.Clone(v)
-	slices.Sort(v)
-	m := len(v) / 2
-	if len(v)%2 == 1 {
-		return v[m]
-	}
-	return (v[m-1] + v[m]) / 2
 }
