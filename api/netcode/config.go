@@ -47,48 +47,50 @@ const (
 // Units are in the field names; ratios are per mille (1000 = 1.0). A zero or absent field takes
 // its default (Default), except where the field says that zero has a meaning of its own.
 //
+// The defaults are applied by the operator and the game server, not stored by the API server: an
+// object holds only the fields its author set. That keeps every GameServer small — each write and
+// watch event of a large fleet costs the API server in proportion to the object's size — and lets
+// a newer netfleet's defaults reach the servers that leave a field out. The config a server runs,
+// defaults filled in, is what its admin API's GET returns, and its hash is in
+// status.netcode.appliedHash.
+//
+// The CEL rules read an absent field as its default, as Default does.
+//
 // +kubebuilder:validation:XValidation:rule="!has(self.congestion) || !has(self.congestion.minSendHz) || self.congestion.minSendHz <= (has(self.tickRateHz) ? self.tickRateHz : 60)",message="congestion.minSendHz must not exceed tickRateHz",fieldPath=".congestion.minSendHz"
-// +kubebuilder:validation:XValidation:rule="!has(self.budget) || !has(self.backpressure) || !has(self.budget.maxPacketBytes) || !has(self.backpressure.frameBytes) || self.backpressure.frameBytes >= self.budget.maxPacketBytes",message="backpressure.frameBytes must hold at least one packet of budget.maxPacketBytes",fieldPath=".backpressure.frameBytes"
+// +kubebuilder:validation:XValidation:rule="(has(self.backpressure) && has(self.backpressure.frameBytes) ? self.backpressure.frameBytes : 262144) >= (has(self.budget) && has(self.budget.maxPacketBytes) ? self.budget.maxPacketBytes : 1200)",message="backpressure.frameBytes must hold at least one packet of budget.maxPacketBytes",fieldPath=".backpressure.frameBytes"
 // +kubebuilder:validation:XValidation:rule="!has(self.budget) || !has(self.budget.sessionBytesPerSecond) || self.budget.sessionBytesPerSecond == 0 || self.budget.sessionBytesPerSecond >= (has(self.budget.maxPacketBytes) ? self.budget.maxPacketBytes : 1200)",message="budget.sessionBytesPerSecond must be 0 (unlimited) or at least budget.maxPacketBytes, or a full packet could never be sent",fieldPath=".budget.sessionBytesPerSecond"
-// +kubebuilder:validation:XValidation:rule="!has(self.memory) || !has(self.backpressure) || !has(self.memory.framePoolBudgetBytes) || !has(self.backpressure.frameBytes) || self.memory.framePoolBudgetBytes >= 2 * self.backpressure.frameBytes",message="memory.framePoolBudgetBytes must hold one session's two frame slots (2 * backpressure.frameBytes)",fieldPath=".memory.framePoolBudgetBytes"
-// +kubebuilder:validation:XValidation:rule="!has(self.memory) || !has(self.ingress) || !has(self.memory.maxInboundMessageBytes) || !has(self.ingress.bytesPerSecond) || self.ingress.bytesPerSecond >= self.memory.maxInboundMessageBytes",message="ingress.bytesPerSecond must admit at least one message of memory.maxInboundMessageBytes per second",fieldPath=".ingress.bytesPerSecond"
+// +kubebuilder:validation:XValidation:rule="(has(self.memory) && has(self.memory.framePoolBudgetBytes) ? self.memory.framePoolBudgetBytes : 268435456) >= 2 * (has(self.backpressure) && has(self.backpressure.frameBytes) ? self.backpressure.frameBytes : 262144)",message="memory.framePoolBudgetBytes must hold one session's two frame slots (2 * backpressure.frameBytes)",fieldPath=".memory.framePoolBudgetBytes"
+// +kubebuilder:validation:XValidation:rule="(has(self.ingress) && has(self.ingress.bytesPerSecond) ? self.ingress.bytesPerSecond : 16384) >= (has(self.memory) && has(self.memory.maxInboundMessageBytes) ? self.memory.maxInboundMessageBytes : 1024)",message="ingress.bytesPerSecond must admit at least one message of memory.maxInboundMessageBytes per second",fieldPath=".ingress.bytesPerSecond"
 type NetcodeConfig struct {
 	// TickRateHz is the simulation and broadcast rate, in ticks per second.
 	// Default 60, range [10, 120].
 	// +optional
 	// +kubebuilder:validation:Minimum=10
 	// +kubebuilder:validation:Maximum=120
-	// +kubebuilder:default=60
 	TickRateHz int32 `json:"tickRateHz,omitempty"`
 
 	// Congestion is the per-peer AIMD congestion response.
 	// +optional
-	// +kubebuilder:default={}
 	Congestion CongestionConfig `json:"congestion,omitempty"`
 
 	// Budget holds the per-session byte budgets and the packet size.
 	// +optional
-	// +kubebuilder:default={}
 	Budget BudgetConfig `json:"budget,omitempty"`
 
 	// Backpressure holds the limits that keep a slow session from costing anyone else.
 	// +optional
-	// +kubebuilder:default={}
 	Backpressure BackpressureConfig `json:"backpressure,omitempty"`
 
 	// Ingress holds the limits on what clients may send.
 	// +optional
-	// +kubebuilder:default={}
 	Ingress IngressConfig `json:"ingress,omitempty"`
 
 	// Memory holds the memory ceilings of the server's pools and of each connection.
 	// +optional
-	// +kubebuilder:default={}
 	Memory MemoryConfig `json:"memory,omitempty"`
 
 	// Observability controls what the server exports.
 	// +optional
-	// +kubebuilder:default={}
 	Observability ObservabilityConfig `json:"observability,omitempty"`
 }
 
@@ -99,7 +101,6 @@ type CongestionConfig struct {
 	// Enabled is the master switch. false pins every peer to the full tick rate and the full
 	// budget, byte for byte what a server without the controller sends. Default true.
 	// +optional
-	// +kubebuilder:default=true
 	Enabled *bool `json:"enabled,omitempty"`
 
 	// MinSendHz is the lowest send rate a congested peer is backed off to, in snapshots per
@@ -108,7 +109,6 @@ type CongestionConfig struct {
 	// +optional
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=120
-	// +kubebuilder:default=10
 	MinSendHz int32 `json:"minSendHz,omitempty"`
 
 	// LossThresholdPermille is the application-level snapshot loss, in per mille, above which a
@@ -116,7 +116,6 @@ type CongestionConfig struct {
 	// +optional
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=1000
-	// +kubebuilder:default=20
 	LossThresholdPermille int32 `json:"lossThresholdPermille,omitempty"`
 
 	// BudgetFloorBytes is the smallest per-tick snapshot budget the throttle may scale a set
@@ -125,7 +124,6 @@ type CongestionConfig struct {
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=65535
-	// +kubebuilder:default=400
 	BudgetFloorBytes *int32 `json:"budgetFloorBytes,omitempty"`
 
 	// DelayMarginMs is how far, in milliseconds, a peer's RTT may rise over its running-minimum
@@ -133,7 +131,6 @@ type CongestionConfig struct {
 	// +optional
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=10000
-	// +kubebuilder:default=40
 	DelayMarginMs int32 `json:"delayMarginMs,omitempty"`
 
 	// BacklogThresholdBytes is the reliable data in flight, in bytes, above which a peer counts as
@@ -141,7 +138,6 @@ type CongestionConfig struct {
 	// +optional
 	// +kubebuilder:validation:Minimum=1024
 	// +kubebuilder:validation:Maximum=16777216
-	// +kubebuilder:default=32768
 	BacklogThresholdBytes int32 `json:"backlogThresholdBytes,omitempty"`
 
 	// IncreaseStepPermille is the additive increase of the throttle per healthy evaluation, in
@@ -149,7 +145,6 @@ type CongestionConfig struct {
 	// +optional
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=1000
-	// +kubebuilder:default=50
 	IncreaseStepPermille int32 `json:"increaseStepPermille,omitempty"`
 
 	// DecreaseFactorPermille is the multiplicative decrease of the throttle per congested
@@ -158,7 +153,6 @@ type CongestionConfig struct {
 	// +optional
 	// +kubebuilder:validation:Minimum=100
 	// +kubebuilder:validation:Maximum=990
-	// +kubebuilder:default=700
 	DecreaseFactorPermille int32 `json:"decreaseFactorPermille,omitempty"`
 
 	// EvalIntervalTicks is how many ticks the throttle is held between two evaluations (the
@@ -166,7 +160,6 @@ type CongestionConfig struct {
 	// +optional
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=600
-	// +kubebuilder:default=6
 	EvalIntervalTicks int32 `json:"evalIntervalTicks,omitempty"`
 }
 
@@ -178,7 +171,6 @@ type BudgetConfig struct {
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=1073741824
-	// +kubebuilder:default=163840
 	SessionBytesPerSecond *int32 `json:"sessionBytesPerSecond,omitempty"`
 
 	// SnapshotBytesPerTick is the static per-tick snapshot budget of a session, in bytes, before
@@ -188,7 +180,6 @@ type BudgetConfig struct {
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=16777216
 	// +kubebuilder:validation:XValidation:rule="self == 0 || self >= 64",message="budget.snapshotBytesPerTick must be 0 (unlimited) or at least 64, one header and one record"
-	// +kubebuilder:default=2400
 	SnapshotBytesPerTick *int32 `json:"snapshotBytesPerTick,omitempty"`
 
 	// MaxPacketBytes is the largest snapshot packet payload, in bytes; every packet fits it and
@@ -197,7 +188,6 @@ type BudgetConfig struct {
 	// +optional
 	// +kubebuilder:validation:Minimum=256
 	// +kubebuilder:validation:Maximum=1380
-	// +kubebuilder:default=1200
 	MaxPacketBytes int32 `json:"maxPacketBytes,omitempty"`
 
 	// StateUpdateHz is the declared rate of entity state updates, in updates per second; spawns
@@ -215,7 +205,6 @@ type BackpressureConfig struct {
 	// +optional
 	// +kubebuilder:validation:Minimum=100
 	// +kubebuilder:validation:Maximum=600000
-	// +kubebuilder:default=3000
 	CloseStalledAfterMs int32 `json:"closeStalledAfterMs,omitempty"`
 
 	// LagSkipRttAllowanceMs is how far, in milliseconds beyond its RTT, a session's last applied
@@ -224,7 +213,6 @@ type BackpressureConfig struct {
 	// +optional
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=60000
-	// +kubebuilder:default=250
 	LagSkipRttAllowanceMs int32 `json:"lagSkipRttAllowanceMs,omitempty"`
 
 	// FrameBytes is the largest frame (all packets of one tick) a session may be sent, in bytes.
@@ -232,7 +220,6 @@ type BackpressureConfig struct {
 	// +optional
 	// +kubebuilder:validation:Minimum=256
 	// +kubebuilder:validation:Maximum=16777216
-	// +kubebuilder:default=262144
 	FrameBytes int32 `json:"frameBytes,omitempty"`
 
 	// PushLogTicks is how many ticks of changes are kept to replay to a skipped session; past it
@@ -240,7 +227,6 @@ type BackpressureConfig struct {
 	// +optional
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=256
-	// +kubebuilder:default=8
 	PushLogTicks int32 `json:"pushLogTicks,omitempty"`
 
 	// PingTimeoutMs is how long, in milliseconds, a session may go without a PING before it is
@@ -248,7 +234,6 @@ type BackpressureConfig struct {
 	// +optional
 	// +kubebuilder:validation:Minimum=500
 	// +kubebuilder:validation:Maximum=600000
-	// +kubebuilder:default=2000
 	PingTimeoutMs int32 `json:"pingTimeoutMs,omitempty"`
 }
 
@@ -260,7 +245,6 @@ type IngressConfig struct {
 	// +optional
 	// +kubebuilder:validation:Minimum=64
 	// +kubebuilder:validation:Maximum=16777216
-	// +kubebuilder:default=16384
 	BytesPerSecond int32 `json:"bytesPerSecond,omitempty"`
 
 	// WindowMs is the length of one abuse-accounting window, in milliseconds. Default 1000,
@@ -268,7 +252,6 @@ type IngressConfig struct {
 	// +optional
 	// +kubebuilder:validation:Minimum=100
 	// +kubebuilder:validation:Maximum=60000
-	// +kubebuilder:default=1000
 	WindowMs int32 `json:"windowMs,omitempty"`
 
 	// AbuseRefusalsPerWindow is how many refused COMMANDs in one window mark the window abusive.
@@ -276,7 +259,6 @@ type IngressConfig struct {
 	// +optional
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=1000000
-	// +kubebuilder:default=64
 	AbuseRefusalsPerWindow int32 `json:"abuseRefusalsPerWindow,omitempty"`
 
 	// AbuseWindows is how many adjacent abusive windows close the session with code 1008.
@@ -284,7 +266,6 @@ type IngressConfig struct {
 	// +optional
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=100
-	// +kubebuilder:default=3
 	AbuseWindows int32 `json:"abuseWindows,omitempty"`
 
 	// ConnectsPerSecondPerHost is the sustained rate of new connections accepted from one source
@@ -293,7 +274,6 @@ type IngressConfig struct {
 	// +optional
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=100000
-	// +kubebuilder:default=10
 	ConnectsPerSecondPerHost int32 `json:"connectsPerSecondPerHost,omitempty"`
 
 	// ConnectBurstPerHost is the token bucket's depth: how many connections one source address
@@ -301,7 +281,6 @@ type IngressConfig struct {
 	// +optional
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=100000
-	// +kubebuilder:default=20
 	ConnectBurstPerHost int32 `json:"connectBurstPerHost,omitempty"`
 }
 
@@ -314,7 +293,6 @@ type MemoryConfig struct {
 	// +optional
 	// +kubebuilder:validation:Minimum=65536
 	// +kubebuilder:validation:Maximum=17179869184
-	// +kubebuilder:default=268435456
 	FramePoolBudgetBytes int64 `json:"framePoolBudgetBytes,omitempty"`
 
 	// StatePoolBudgetBytes is the ceiling of the pool holding per-session, per-entity replication
@@ -322,7 +300,6 @@ type MemoryConfig struct {
 	// +optional
 	// +kubebuilder:validation:Minimum=65536
 	// +kubebuilder:validation:Maximum=17179869184
-	// +kubebuilder:default=268435456
 	StatePoolBudgetBytes int64 `json:"statePoolBudgetBytes,omitempty"`
 
 	// IngressPoolBudgetBytes is the ceiling of all sessions' inbound queues together, in bytes.
@@ -330,7 +307,6 @@ type MemoryConfig struct {
 	// +optional
 	// +kubebuilder:validation:Minimum=65536
 	// +kubebuilder:validation:Maximum=17179869184
-	// +kubebuilder:default=67108864
 	IngressPoolBudgetBytes int64 `json:"ingressPoolBudgetBytes,omitempty"`
 
 	// MaxInboundMessageBytes is the largest message a client may send, in bytes (ENet's
@@ -339,7 +315,6 @@ type MemoryConfig struct {
 	// +optional
 	// +kubebuilder:validation:Minimum=64
 	// +kubebuilder:validation:Maximum=65536
-	// +kubebuilder:default=1024
 	MaxInboundMessageBytes int32 `json:"maxInboundMessageBytes,omitempty"`
 
 	// MaxPendingBytesPerConnection is the ceiling of one session's inbox of received, not yet
@@ -348,7 +323,6 @@ type MemoryConfig struct {
 	// +optional
 	// +kubebuilder:validation:Minimum=64
 	// +kubebuilder:validation:Maximum=16777216
-	// +kubebuilder:default=16384
 	MaxPendingBytesPerConnection int32 `json:"maxPendingBytesPerConnection,omitempty"`
 
 	// MaxParkedBytesPerConnection is the ceiling of data the transport may hold for one peer while
@@ -357,7 +331,6 @@ type MemoryConfig struct {
 	// +optional
 	// +kubebuilder:validation:Minimum=128
 	// +kubebuilder:validation:Maximum=67108864
-	// +kubebuilder:default=262144
 	MaxParkedBytesPerConnection int32 `json:"maxParkedBytesPerConnection,omitempty"`
 }
 
@@ -367,6 +340,5 @@ type ObservabilityConfig struct {
 	// large fleets: per-server histograms of peer rate, loss and RTT are always exported.
 	// Default true.
 	// +optional
-	// +kubebuilder:default=true
 	PerPeerMetrics *bool `json:"perPeerMetrics,omitempty"`
 }

@@ -1,7 +1,11 @@
 package netcode
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
+	"os"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -114,5 +118,40 @@ func TestConfigJSONRoundTrip(t *testing.T) {
 	}
 	if out.Hash() != in.Hash() || *out.Budget.SnapshotBytesPerTick != 0 {
 		t.Fatalf("round trip changed the config: %s", raw)
+	}
+}
+
+// TestCELFallbacksAreTheDefaults: the CRD's CEL rules read an absent field as a literal; each
+// literal must be the field's default, or the API server would judge a config differently from
+// Validate.
+func TestCELFallbacksAreTheDefaults(t *testing.T) {
+	src, err := os.ReadFile("config.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := json.Marshal(NetcodeConfig{}.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var defaults map[string]any
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if err := dec.Decode(&defaults); err != nil {
+		t.Fatal(err)
+	}
+	fallback := regexp.MustCompile(`\? self\.([\w.]+) : (\d+)\)`)
+	found := 0
+	for _, m := range fallback.FindAllStringSubmatch(string(src), -1) {
+		found++
+		var v any = defaults
+		for _, k := range strings.Split(m[1], ".") {
+			v = v.(map[string]any)[k]
+		}
+		if got := fmt.Sprint(v); got != m[2] {
+			t.Errorf("CEL reads an absent %s as %s, its default is %s", m[1], m[2], got)
+		}
+	}
+	if found < 8 {
+		t.Fatalf("found %d CEL fallbacks, want at least 8", found)
 	}
 }
