@@ -88,8 +88,9 @@
 // # Detail levels and overload
 //
 // A session whose frames keep leaving entities out (its byte rate — budget.sessionBytesPerSecond
-// or SetBytesPerSecond — cannot carry its view) moves up the detail levels: state updates at half,
-// then a quarter of the rate, then the interest radius cut to 75% and to 50% (see levelConfig).
+// or SetBytesPerSecond — cannot carry its view) moves up the detail levels: longer update periods
+// for the far band first, then for everything, with a smaller enter budget for spawns, and at the
+// last levels the interest radius cut to 75% and to 50% (see levelConfig).
 // More than half the frames of a half-second window starved raises the level; two windows without
 // a starved frame lower it. No level drops state: a client converges on the exact state of every
 // entity within the radius in force. When the tick loop runs late (Now.Overloaded) every session
@@ -113,7 +114,7 @@
 // Replication state lives in a StatePool under memory.statePoolBudgetBytes, enforced on the
 // state in use: a fresh session's base plus StateBytesPerEntity per tracked entity. A new session
 // whose base does not fit is refused. When growth exhausts the pool, StatePolicy degrades the
-// farthest band of the largest sessions first (detail level 3, then 4), one session at a time with
+// farthest band of the largest sessions first (detail level 4, then 5), one session at a time with
 // time for the despawns to land, and gives the bands back once the pool has room again.
 //
 // # Watching a session

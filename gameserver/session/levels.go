@@ -3,35 +3,43 @@ package session
 import "github.com/netfleet/netfleet/gameserver/snapshot"
 
 // MaxLevel is the last detail level.
-const MaxLevel = 4
+const MaxLevel = 5
 
 // Detail levels. A session whose byte budget cannot carry what it has to send is moved to a
 // higher level; each level sends less, and none drops state — every entity in interest still
-// converges to its exact state, only later:
+// converges to its exact state, only later. The far band is the outer part of the interest area,
+// beyond half its radius (three quarters of its area):
 //
 //	0  full detail
-//	1  state updates (deltas) at half the rate; spawns and despawns still every frame
-//	2  state updates at a quarter of the rate
-//	3  as 2, interest radius cut to 75%: the far band leaves (entities in it are despawned)
-//	4  as 2, interest radius cut to 50%
+//	1  far band state updates at half the rate; spawns take at most half a frame
+//	2  state updates at half the rate, the far band's at a quarter; spawns at most a quarter
+//	3  state updates at a quarter of the rate, the far band's at an eighth
+//	4  as 3, interest radius cut to 75%: the outer ring leaves (its entities are despawned)
+//	5  as 3, interest radius cut to 50%
 //
-// The priority accumulator already sends far entities after near ones when the budget is short,
-// so the longer update periods fall on the far bands first.
+// Spawns and despawns go out every frame at every level, within the enter budget: entities
+// entering the view cannot crowd the updates of those already in it out of a short budget, and
+// one left out goes in the next frame.
 func levelConfig(full snapshot.Config, level int) snapshot.Config {
 	c := full
-	if level >= 1 {
-		base := full.StateUpdateHz
-		if base == 0 {
-			base = full.TickRateHz
-		}
-		c.StateUpdateHz = max(1, base>>min(level, 2))
+	if level == 0 {
+		return c
 	}
+	base := full.StateUpdateHz
+	if base == 0 {
+		base = full.TickRateHz
+	}
+	state := min(level-1, 2) // halvings of the state update rate
+	c.StateUpdateHz = max(1, base>>state)
+	c.FarUpdateHz = max(1, base>>(state+1))
+	c.EnterBudgetDivisor = 2 << min(level-1, 1)
 	switch {
-	case level >= 4:
+	case level >= 5:
 		c.InterestRadius = full.InterestRadius / 2
-	case level == 3:
+	case level == 4:
 		c.InterestRadius = full.InterestRadius * 3 / 4
 	}
+	c.FarRadius = c.InterestRadius / 2
 	return c
 }
 

@@ -424,7 +424,8 @@ func (s *Session) Tick(now Now, link Link, out Sender) Result {
 	}
 	after := s.snap.Stats()
 	records := (after.Spawns + after.Deltas + after.Despawns) - (before.Spawns + before.Deltas + before.Despawns)
-	s.bl.frame(records < uint64(after.LastCandidates))
+	// Spawns the enter budget deferred were left out by the level's own rule, not by the budget.
+	s.bl.frame(records+uint64(after.LastDeferred) < uint64(after.LastCandidates))
 	s.ctr.FramesBuilt++
 	if f.Packets() == 0 && f.ResetMessage() == nil {
 		s.frames.Put(f)

@@ -106,8 +106,8 @@ func (p *StatePool) Stats() StatePoolStats {
 }
 
 // stateLevels are the detail levels the state policy holds a session at, in order: the far band
-// first (level 3, 75% radius), then the last level (50% radius).
-var stateLevels = [...]int{0, 3, MaxLevel}
+// first (level 4, 75% radius), then the last level (50% radius).
+var stateLevels = [...]int{0, 4, MaxLevel}
 
 // StatePolicy keeps the replication state in use within the state pool's budget.
 //

@@ -35,13 +35,13 @@ func TestStatePolicyDegradesLargestFirst(t *testing.T) {
 	pool.Configure(full-int64(largest.s.Stats().KnownEntities)*StateBytesPerEntity/5, h.cfg.Snapshot)
 	h.run(1)
 	for _, p := range h.peers {
-		if want := map[bool]int{true: 3, false: 0}[p == largest]; p.s.StatePressure() != want {
+		if want := map[bool]int{true: 4, false: 0}[p == largest]; p.s.StatePressure() != want {
 			t.Fatalf("after one tick over budget: pressure %d on a session tracking %d (largest %d)",
 				p.s.StatePressure(), p.s.Stats().KnownEntities, largest.s.Stats().KnownEntities)
 		}
 	}
 	h.run(1)
-	if st := largest.s.Stats(); st.DetailLevel != 3 || st.InterestRadius != 150 {
+	if st := largest.s.Stats(); st.DetailLevel != 4 || st.InterestRadius != 150 {
 		t.Fatalf("the largest session's far band stayed: %+v", st)
 	}
 	h.run(120)

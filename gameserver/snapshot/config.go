@@ -3,6 +3,7 @@ package snapshot
 import (
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/netfleet/netfleet/api/netcode"
 	"github.com/netfleet/netfleet/gameserver/protocol"
@@ -21,6 +22,17 @@ type Config struct {
 	// InterestRadius is the distance from the session's focus within which entities are
 	// replicated, in meters.
 	InterestRadius float32
+	// FarRadius splits the interest area into a near disc and the far band beyond it, in
+	// meters. 0 means no far band.
+	FarRadius float32
+	// FarUpdateHz is the rate of state updates of entities in the far band; 0 means the rate of
+	// StateUpdateHz. Spawns and despawns in the far band still go out every tick.
+	FarUpdateHz int
+	// EnterBudgetDivisor limits the spawn records of a frame to 1/EnterBudgetDivisor of the
+	// frame's budget, so entities entering the view cannot crowd the updates of those already in
+	// it out of a short budget; one spawn per frame always fits, and a spawn left out goes in a
+	// later frame. 0 or 1 means no limit.
+	EnterBudgetDivisor int
 }
 
 // FromNetcode returns the Config a netcode configuration implies, with the given interest radius.
@@ -52,13 +64,55 @@ func (c Config) Validate() error {
 	if !(c.InterestRadius > 0) {
 		errs = append(errs, fmt.Errorf("snapshot: InterestRadius %v must be positive", c.InterestRadius))
 	}
+	if !(c.FarRadius >= 0 && c.FarRadius <= c.InterestRadius) {
+		errs = append(errs, fmt.Errorf("snapshot: FarRadius %v not in [0, InterestRadius %v]", c.FarRadius, c.InterestRadius))
+	}
+	if state := c.stateUpdateHz(); c.FarUpdateHz < 0 || c.FarUpdateHz > state {
+		errs = append(errs, fmt.Errorf("snapshot: FarUpdateHz %d not in [0, the state update rate %d]", c.FarUpdateHz, state))
+	}
+	if c.EnterBudgetDivisor < 0 || c.EnterBudgetDivisor > maxEnterBudgetDivisor {
+		errs = append(errs, fmt.Errorf("snapshot: EnterBudgetDivisor %d not in [0, %d]", c.EnterBudgetDivisor, maxEnterBudgetDivisor))
+	}
 	return errors.Join(errs...)
 }
 
-// updateInterval is the number of ticks between state updates.
-func (c Config) updateInterval() uint32 {
+// maxEnterBudgetDivisor is the largest EnterBudgetDivisor.
+const maxEnterBudgetDivisor = 64
+
+// stateUpdateHz is the rate of state updates: StateUpdateHz, or the tick rate.
+func (c Config) stateUpdateHz() int {
 	if c.StateUpdateHz == 0 {
+		return c.TickRateHz
+	}
+	return c.StateUpdateHz
+}
+
+// updateInterval is the number of ticks between state updates.
+func (c Config) updateInterval() uint32 { return intervalTicks(c.TickRateHz, c.stateUpdateHz()) }
+
+// farInterval is the number of ticks between state updates of the far band: never fewer than
+// between state updates.
+func (c Config) farInterval() uint32 {
+	if c.FarUpdateHz == 0 {
+		return c.updateInterval()
+	}
+	return max(c.updateInterval(), intervalTicks(c.TickRateHz, c.FarUpdateHz))
+}
+
+func intervalTicks(tickHz, hz int) uint32 {
+	if hz <= 0 || hz >= tickHz {
 		return 1
 	}
-	return uint32(max(1, (c.TickRateHz+c.StateUpdateHz/2)/c.StateUpdateHz))
+	return uint32(max(1, (tickHz+hz/2)/hz))
 }
+
+// maxSpawns is how many spawn records a frame of limit bytes may carry.
+func (c Config) maxSpawns(limit int) int {
+	if c.EnterBudgetDivisor <= 1 {
+		return math.MaxInt
+	}
+	return max(1, limit/c.EnterBudgetDivisor/spawnRecordBytes)
+}
+
+// spawnRecordBytes is the size of the largest spawn record.
+const spawnRecordBytes = (protocol.MaxSpawnBits + 7) / 8

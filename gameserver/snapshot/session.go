@@ -102,6 +102,11 @@ type Stats struct {
 	Resets         uint64
 	Candidates     uint64 // entities that had something to send, summed over frames
 	LastCandidates int    // of the last frame
+	// SpawnsDeferred counts spawns left for a later frame by the enter budget
+	// (Config.EnterBudgetDivisor), summed over frames; LastDeferred, of the last frame. A
+	// deferred spawn is a candidate that was not sent, but not for want of budget.
+	SpawnsDeferred uint64
+	LastDeferred   int
 }
 
 // AckResult is what one ACK resolved, for the application-level loss estimator.
@@ -145,6 +150,8 @@ type Session struct {
 	storeAge     uint32 // baselines this old are copied out of the world's history
 	lastBuild    uint32
 	lastUpdate   uint32
+	lastFar      uint32  // tick of the last state update of the far band
+	spawnsLeft   int     // spawn records this frame may still carry
 	rtt          float32 // smoothed round trip, ticks
 	clientTick   uint32
 	resetPending bool
@@ -186,7 +193,7 @@ func (s *Session) Recycle() {
 	s.arenaHead = 0
 	s.nextSeq, s.lossScan = 0, 0
 	s.focus = 0
-	s.lastBuild, s.lastUpdate, s.clientTick = 0, 0, 0
+	s.lastBuild, s.lastUpdate, s.lastFar, s.clientTick = 0, 0, 0, 0
 	s.rtt = float32(s.cfg.TickRateHz) / 10 // 100 ms until measured
 	s.resetPending = false
 	s.stats = Stats{}
@@ -278,13 +285,17 @@ func (s *Session) BuildFrame(budget int, nowUnixMs int64, f *Frame) error {
 	if update {
 		s.lastUpdate = tick
 	}
+	updateFar := update && tick-s.lastFar >= s.cfg.farInterval()
+	if updateFar {
+		s.lastFar = tick
+	}
 	fx, fy, _, focused := s.w.Position(s.focus)
 	s.promote(tick)
 	if focused {
 		s.gather(tick, fx, fy)
 	}
 	s.bump()
-	s.collect(tick, update, fx, fy, focused)
+	s.collect(tick, update, updateFar, fx, fy, focused)
 	s.list()
 	s.emit(tick, budget, uint32(nowUnixMs), flags, f)
 	s.lastBuild = tick
@@ -381,17 +392,22 @@ func (s *Session) bump() {
 // collect is the one pass over every replica: it applies acknowledgements, follows entities that
 // leave interest, die or are replaced, grows the priority of every entity with something to
 // send and buckets those that may be sent this tick, and drops replicas the client no longer
-// needs.
+// needs. State updates go out on update ticks, in the far band on updateFar ticks.
 //
 // It runs for every replica of every session every tick, so the loop keeps few values live:
 // rare cases are calls, and an unfocused session measures distances from infinity.
-func (s *Session) collect(tick uint32, update bool, fx, fy float32, focused bool) {
+func (s *Session) collect(tick uint32, update, updateFar bool, fx, fy float32, focused bool) {
 	resend := uint32(s.rtt) + 2
 	r2 := s.cfg.InterestRadius * s.cfg.InterestRadius
 	exit2 := r2 * exitFactor * exitFactor
 	inv := (1 - minRelevance) / r2
+	far2 := float32(math.Inf(1))
+	if s.cfg.FarRadius > 0 && updateFar != update {
+		far2 = s.cfg.FarRadius * s.cfg.FarRadius
+	}
 	if !focused {
 		fx, fy = float32(math.Inf(1)), float32(math.Inf(1))
+		far2 = float32(math.Inf(1))
 	}
 	s.counts = [nBuckets]int32{}
 	n := len(s.reps)
@@ -433,7 +449,7 @@ func (s *Session) collect(tick uint32, update bool, fx, fy float32, focused bool
 			rep = s.move(j, i)
 		}
 		rep.bucket = notCandidate
-		if eligible(rep, meta.Changed, tick, update, resend, relevance) {
+		if eligible(rep, meta.Changed, tick, update && (updateFar || d2 <= far2), resend, relevance) {
 			rep.bucket = bucket(rep.priority)
 			s.counts[rep.bucket&(nBuckets-1)]++
 			// The record: a delta through the world's record cache, read in slot order, or
@@ -579,6 +595,8 @@ func (s *Session) emit(tick uint32, budget int, nowMs uint32, flags uint8, f *Fr
 	if budget > 0 {
 		limit = min(limit, budget)
 	}
+	s.spawnsLeft = s.cfg.maxSpawns(limit)
+	s.stats.LastDeferred = 0
 	off := 0      // start of the open packet
 	open := false // a packet is open at off
 	last := false // the open packet is the last the budget allows
@@ -601,7 +619,7 @@ func (s *Session) emit(tick uint32, budget int, nowMs uint32, flags uint8, f *Fr
 			if p += wrote; p == len(cands) || recLen[cands[p]]-1 >= 64 {
 				continue // the run ended at a record of another kind
 			}
-		} else if s.write(cands[p], recLen[cands[p]], tick) {
+		} else if s.write(cands[p], recLen[cands[p]], tick) != noRoom {
 			p++
 			continue
 		}
@@ -639,9 +657,16 @@ func (s *Session) sent(written []uint16, tick uint32) {
 	s.arenaHead = head
 }
 
+// What write did with a record.
+const (
+	written  = iota
+	noRoom   // it did not fit the open packet
+	deferred // a spawn over the frame's enter budget: it keeps its priority for a later frame
+)
+
 // write writes replica ri's record other than a short delta (l is recEqual or recEncoded) into
-// the open packet and remembers it; it reports false if the record did not fit.
-func (s *Session) write(ri uint16, l uint8, tick uint32) bool {
+// the open packet and remembers it.
+func (s *Session) write(ri uint16, l uint8, tick uint32) int {
 	rep := &s.reps[ri]
 	slot := rep.slot
 	var ok bool
@@ -650,7 +675,7 @@ func (s *Session) write(ri uint16, l uint8, tick uint32) bool {
 		// It changed and changed back: nothing to send after all.
 		rep.clean = tick
 		rep.priority = 0
-		return true
+		return written
 	case rep.leaving:
 		if ok = s.enc.Despawn(slot); ok {
 			s.stats.Despawns++
@@ -661,16 +686,21 @@ func (s *Session) write(ri uint16, l uint8, tick uint32) bool {
 		if ok = s.enc.Delta(slot, tick-rep.baseTick, s.baseline(ri), s.w.State(slot)); ok {
 			s.stats.Deltas++
 		}
+	case s.spawnsLeft == 0:
+		s.stats.SpawnsDeferred++
+		s.stats.LastDeferred++
+		return deferred
 	default:
 		if ok = s.enc.Spawn(slot, uint8(s.w.KindOf(slot)), s.w.State(slot)); ok {
 			s.stats.Spawns++
+			s.spawnsLeft--
 		}
 	}
 	if !ok {
-		return false
+		return noRoom
 	}
 	s.sent([]uint16{ri}, tick)
-	return true
+	return written
 }
 
 // baseline is the state of replica ri's baseline: collect keeps it in bases once it is storeAge

@@ -34,17 +34,24 @@ func TestConvergence(t *testing.T) {
 		name                      string
 		budget, loss, maxDelay    int
 		stateUpdateHz, packetSize int
+		farUpdateHz, enterDivisor int
 	}{
 		{name: "unlimited, no loss", maxDelay: 1},
 		{name: "default budget, 10% loss", budget: 2400, loss: 100, maxDelay: 4},
 		{name: "small budget, 25% loss", budget: 600, loss: 250, maxDelay: 6},
 		{name: "tiny budget and packets, 5% loss", budget: 300, loss: 50, maxDelay: 3, packetSize: 256},
 		{name: "10 Hz state updates, 10% loss", budget: 2400, loss: 100, maxDelay: 4, stateUpdateHz: 10},
+		{name: "far band at 7 Hz, enter budget a quarter, small budget, 10% loss", budget: 600, loss: 100, maxDelay: 4,
+			stateUpdateHz: 15, farUpdateHz: 7, enterDivisor: 4},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := testConfig()
 			cfg.StateUpdateHz = tt.stateUpdateHz
+			cfg.FarUpdateHz, cfg.EnterBudgetDivisor = tt.farUpdateHz, tt.enterDivisor
+			if tt.farUpdateHz != 0 {
+				cfg.FarRadius = cfg.InterestRadius / 2
+			}
 			if tt.packetSize != 0 {
 				cfg.MaxPacketBytes = tt.packetSize
 			}
