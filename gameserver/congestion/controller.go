@@ -20,6 +20,10 @@ type Sample struct {
 	RTTMs uint32
 	// ReliableBytesInFlight is ENet's reliable data in transit.
 	ReliableBytesInFlight uint32
+	// AckRTTMs is the smallest round trip of the snapshot packets first acknowledged this tick
+	// (LossEstimator.TakeAckRTT), valid when HaveAckRTT is set.
+	AckRTTMs   uint32
+	HaveAckRTT bool
 }
 
 // Controller is one peer's AIMD congestion controller. It is a value type meant to live inside a
@@ -34,6 +38,12 @@ type Controller struct {
 	// drift of a fraction of a millisecond accumulates exactly); valid once haveBaseline is set.
 	baselineUs   uint64
 	haveBaseline bool
+	// The acknowledgement round trip: its running-minimum baseline, drifting up like the RTT's,
+	// and the smallest sample since the last evaluation.
+	ackBaselineUs   uint64
+	haveAckBaseline bool
+	ackMinMs        uint32
+	haveAckMin      bool
 }
 
 // Reset starts the controller afresh with p: throttle 1, no RTT baseline, a full eval interval
@@ -62,7 +72,9 @@ func (c *Controller) Params() Params { return c.p }
 // throttle, which is held in between.
 func (c *Controller) Step(s Sample) {
 	c.trackBaseline(s.RTTMs)
+	c.trackAckRTT(s)
 	if !c.p.Enabled {
+		c.haveAckMin = false
 		return
 	}
 	c.sinceEval++
@@ -71,10 +83,29 @@ func (c *Controller) Step(s Sample) {
 	}
 	c.sinceEval = 0
 	c.congested = c.classify(s)
+	c.haveAckMin = false
 	if c.congested {
 		c.throttle = max(c.p.ThrottleFloor, c.throttle*c.p.DecreaseFactor)
 	} else {
 		c.throttle = min(1, c.throttle+c.p.IncreaseStep)
+	}
+}
+
+// trackAckRTT keeps the acknowledgement round trip's baseline — min(sample, baseline + drift),
+// the drift accruing every tick whether or not a packet was acknowledged — and the smallest
+// sample of the evaluation interval.
+func (c *Controller) trackAckRTT(s Sample) {
+	if c.haveAckBaseline {
+		c.ackBaselineUs += uint64(c.p.BaselineDriftUsPerTick)
+	}
+	if !s.HaveAckRTT {
+		return
+	}
+	if us := uint64(s.AckRTTMs) * 1000; !c.haveAckBaseline || us < c.ackBaselineUs {
+		c.ackBaselineUs, c.haveAckBaseline = us, true
+	}
+	if !c.haveAckMin || s.AckRTTMs < c.ackMinMs {
+		c.ackMinMs, c.haveAckMin = s.AckRTTMs, true
 	}
 }
 
@@ -99,12 +130,26 @@ func (c *Controller) classify(s Sample) bool {
 	if s.ReliableBytesInFlight > c.p.BacklogThresholdBytes {
 		return true
 	}
+	margin := uint64(c.p.DelayMarginMs) * 1000
+	// Every packet acknowledged in the interval took longer than the baseline plus the margin:
+	// a queue has built up on the path.
+	if c.haveAckMin && c.haveAckBaseline {
+		if us := uint64(c.ackMinMs) * 1000; us > c.ackBaselineUs && us-c.ackBaselineUs > margin {
+			return true
+		}
+	}
 	if s.RTTMs == 0 || !c.haveBaseline {
 		return false
 	}
 	rttUs := uint64(s.RTTMs) * 1000
 	// Guarded subtraction: the baseline can exceed the RTT only transiently, never underflow.
-	return rttUs > c.baselineUs && rttUs-c.baselineUs > uint64(c.p.DelayMarginMs)*1000
+	return rttUs > c.baselineUs && rttUs-c.baselineUs > margin
+}
+
+// AckBaselineRTTMs returns the acknowledgement round trip's running-minimum baseline in whole
+// milliseconds, 0 before the first sample.
+func (c *Controller) AckBaselineRTTMs() uint32 {
+	return uint32(min(c.ackBaselineUs/1000, math.MaxUint32))
 }
 
 // Throttle returns the current throttle in [ThrottleFloor, 1]; exactly 1 when disabled or healthy.

@@ -736,3 +736,63 @@ func TestNoAllocations(t *testing.T) {
 	}
 	_ = sink
 }
+
+// ackRun steps c for ticks ticks at a steady ENet RTT, an acknowledgement round trip of ackMs
+// sampled every every-th tick, and reports whether any evaluation found it congested.
+func ackRun(c *Controller, ticks, every int, ackMs uint32) bool {
+	congested := false
+	for i := range ticks {
+		s := Sample{RTTMs: 50}
+		if i%every == 0 {
+			s.AckRTTMs, s.HaveAckRTT = ackMs, true
+		}
+		c.Step(s)
+		congested = congested || c.Congested()
+	}
+	return congested
+}
+
+// The acknowledgement round trip is the fast delay signal: a queue that builds on the path trips
+// the controller within one evaluation of every sample exceeding the margin, while ENet's
+// smoothed RTT has not moved; jitter within the margin and a slower cadence do not.
+func TestAckRTTTrigger(t *testing.T) {
+	p := triggerParams()
+	var c Controller
+	c.Reset(p)
+	if ackRun(&c, 120, 1, 30) || c.Throttle() != 1 || c.AckBaselineRTTMs() != 30 {
+		t.Fatalf("a steady path: congested, throttle %v, baseline %d", c.Throttle(), c.AckBaselineRTTMs())
+	}
+	if ackRun(&c, 120, 1, 70) { // 40 ms over the baseline: at the margin
+		t.Fatal("a rise of exactly the margin read as congestion")
+	}
+	c.Reset(p)
+	ackRun(&c, 60, 1, 30)
+	// One sample in the interval within the margin keeps it healthy: the minimum counts.
+	for i := range int(p.EvalIntervalTicks) {
+		ms := uint32(200)
+		if i == 2 {
+			ms = 60
+		}
+		c.Step(Sample{RTTMs: 50, AckRTTMs: ms, HaveAckRTT: true})
+	}
+	if c.Congested() {
+		t.Fatal("congested although one packet of the interval crossed in time")
+	}
+	if !ackRun(&c, int(p.EvalIntervalTicks), 1, 71) || c.Throttle() != p.DecreaseFactor {
+		t.Fatalf("every packet 41 ms over the baseline: throttle %v, want %v", c.Throttle(), p.DecreaseFactor)
+	}
+	// Anti-feedback: the same path sampled at the floor cadence reads the same.
+	c.Reset(p)
+	if ackRun(&c, 600, int(p.MaxIntervalTicks), 30) || c.Throttle() != 1 {
+		t.Fatalf("a slower cadence read as congestion: throttle %v", c.Throttle())
+	}
+	// Intervals without a sample give no delay evidence.
+	c.Reset(p)
+	ackRun(&c, 60, 1, 30)
+	for range 120 {
+		c.Step(Sample{RTTMs: 50})
+		if c.Congested() {
+			t.Fatal("an interval without samples tripped the delay trigger")
+		}
+	}
+}

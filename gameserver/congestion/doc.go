@@ -15,6 +15,12 @@
 //   - RTT: ENet's smoothed round-trip time. ENet measures it on its own periodic reliable pings,
 //     so it stays fresh whatever our snapshot cadence; keeping that ping interval short is the
 //     broadcaster's job. The controller compares it with a running-minimum baseline.
+//   - Acknowledgement round trip: the time from sending a snapshot packet to its first ACK
+//     (LossEstimator.TakeAckRTT), the smallest of an evaluation interval against its own
+//     running-minimum baseline. Every acknowledged packet measures the path as it is, queue
+//     included, where ENet smooths its RTT over pings a quarter of a second apart (a queue
+//     building on a thin link shows in it within one evaluation, in ENet's RTT only after a
+//     second or two). Either delay signal over the margin makes the peer congested.
 //   - Backlog: ENet's reliable bytes in flight.
 //
 // A zero Sample means "no link stats yet" and reads as healthy.
@@ -23,8 +29,10 @@
 //
 // The controller never reads a signal its own decimation pollutes. Sending a peer less must never
 // look like a worse link, or each back-off would justify the next and the peer would collapse to
-// the floor. So the delay signal is ENet's ping RTT, not the staleness of the client's last
-// acknowledged tick (which grows when we send less), and the loss estimator judges a packet only
+// the floor. So the delay signals are round trips — ENet's pings', and each acknowledged
+// packet's from its own send — not the staleness of the client's last acknowledged tick (which
+// grows when we send less); sending less yields fewer round-trip samples, not longer ones. The
+// loss estimator judges a packet only
 // by wall-clock age against the RTT, and only after the packet sent after it has had the same
 // chance to be acknowledged: a slower cadence delays judgment but never turns into loss.
 //

@@ -72,6 +72,11 @@ type LossEstimator struct {
 	lostW, totalW float64 // time-decayed judged packet counts
 	lastUpdateMs  int64
 	updated       bool
+
+	// ackRTTMs is the smallest round trip sampled since the last TakeAckRTT; haveAckRTT says
+	// there is one.
+	ackRTTMs   uint32
+	haveAckRTT bool
 }
 
 // Reset forgets every tracked packet and the loss history.
@@ -119,6 +124,34 @@ func (e *LossEstimator) OnAckField(latest uint16, preceding uint64) {
 	for ; preceding != 0; preceding &= preceding - 1 {
 		e.OnAck(latest - 1 - uint16(bits.TrailingZeros64(preceding)))
 	}
+}
+
+// OnAckFieldAt is OnAckField for an ACK that arrived at nowMs: the first ACK of the latest
+// packet also samples that packet's round trip, from its send to nowMs, for TakeAckRTT.
+func (e *LossEstimator) OnAckFieldAt(latest uint16, preceding uint64, nowMs int64) {
+	if back := int(e.head - 1 - latest); back < e.count {
+		if s := e.ring[latest&lossRingMask]; s.state == slotSent {
+			if rtt := int32(uint32(nowMs) - s.sentMs); rtt >= 0 && (!e.haveAckRTT || uint32(rtt) < e.ackRTTMs) {
+				e.ackRTTMs, e.haveAckRTT = uint32(rtt), true
+			}
+		}
+	}
+	e.OnAckField(latest, preceding)
+}
+
+// TakeAckRTT returns the smallest round trip sampled by OnAckFieldAt since the last call, in
+// milliseconds, and starts a new sampling period; ok is false when no packet was sampled.
+//
+// It is the fast delay signal: every acknowledged snapshot measures the path as it is now,
+// queue included, where ENet's RTT is smoothed over pings a quarter of a second apart. Taking the
+// smallest sample filters out the client's acknowledgement delay and the server's own tick
+// jitter. Sending less yields fewer samples, not larger ones, so the controller's own decimation
+// cannot make the link look slower (beyond the jitter the minimum of fewer samples keeps, far
+// under any useful delay margin).
+func (e *LossEstimator) TakeAckRTT() (ms uint32, ok bool) {
+	ms, ok = e.ackRTTMs, e.haveAckRTT
+	e.ackRTTMs, e.haveAckRTT = 0, false
+	return ms, ok
 }
 
 // Update judges every packet that is due at nowMs given the current RTT, folds the judgments

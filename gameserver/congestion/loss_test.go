@@ -480,3 +480,32 @@ func TestLossNoAllocations(t *testing.T) {
 		t.Errorf("%v allocations per tick, want 0", allocs)
 	}
 }
+
+func TestAckRTTSampling(t *testing.T) {
+	var e LossEstimator
+	if _, ok := e.TakeAckRTT(); ok {
+		t.Fatal("a sample before any ACK")
+	}
+	e.OnSent(0, 1000)
+	e.OnSent(1, 1010)
+	e.OnSent(2, 1020)
+	e.OnAckFieldAt(1, 0b1, 1090)  // packet 1 after 80 ms (and 0 in the field: not sampled)
+	e.OnAckFieldAt(2, 0b11, 1080) // packet 2 after 60 ms
+	e.OnAckFieldAt(2, 0b11, 1500) // a repeated ACK of 2 is no new sample
+	e.OnAckFieldAt(9, 0, 1100)    // never sent
+	if ms, ok := e.TakeAckRTT(); !ok || ms != 60 {
+		t.Fatalf("TakeAckRTT = %d, %v; want the smallest sample, 60", ms, ok)
+	}
+	if _, ok := e.TakeAckRTT(); ok {
+		t.Fatal("TakeAckRTT did not start a new period")
+	}
+	// A clock that went backwards gives no sample.
+	e.OnSent(3, 2000)
+	e.OnAckFieldAt(3, 0, 1990)
+	if ms, ok := e.TakeAckRTT(); ok {
+		t.Fatalf("sampled %d ms from a clock that went back", ms)
+	}
+	if got := e.Update(5000, 50); got != 0 {
+		t.Errorf("loss %v: OnAckFieldAt must acknowledge like OnAckField", got)
+	}
+}

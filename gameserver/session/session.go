@@ -315,7 +315,7 @@ func (s *Session) HandleMessage(b []byte, nowMs int64) error {
 		if _, err := s.snap.HandleAck(&s.ack); err != nil {
 			return s.malformed()
 		}
-		s.loss.OnAckField(s.ack.Latest, s.ack.Received)
+		s.loss.OnAckFieldAt(s.ack.Latest, s.ack.Received, nowMs)
 		s.ctr.Acks++
 	case protocol.MsgPing:
 		if protocol.DecodePing(b, &s.ping) != nil {
@@ -371,7 +371,9 @@ func (s *Session) Tick(now Now, link Link, out Sender) Result {
 	}
 	s.tick, s.nowMs, s.link = now.Tick, now.UnixMs, link
 	s.lossRatio = s.loss.Update(now.UnixMs, link.RTTMs)
-	s.cc.Step(congestion.Sample{LossRatio: s.lossRatio, RTTMs: link.RTTMs, ReliableBytesInFlight: link.ReliableInFlight})
+	ackRTT, haveAckRTT := s.loss.TakeAckRTT()
+	s.cc.Step(congestion.Sample{LossRatio: s.lossRatio, RTTMs: link.RTTMs, ReliableBytesInFlight: link.ReliableInFlight,
+		AckRTTMs: ackRTT, HaveAckRTT: haveAckRTT})
 	s.pacer.SetRate(pacing.RateFor(s.bytesPerSecond, s.cc.Throttle()))
 	s.pacer.Refill(now.Nanos)
 	if s.abusive || s.ingress.roll(now.UnixMs) {
