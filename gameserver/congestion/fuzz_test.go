@@ -37,6 +37,9 @@ func FuzzController(f *testing.F) {
 				LossRatio:             math.Float64frombits(binary.LittleEndian.Uint64(data[i:])),
 				RTTMs:                 binary.LittleEndian.Uint32(data[i+8:]),
 				ReliableBytesInFlight: binary.LittleEndian.Uint32(data[i+12:]),
+				// The acknowledgement round trip reuses bytes: a sample on odd ticks.
+				AckRTTMs:   binary.LittleEndian.Uint32(data[i+4:]),
+				HaveAckRTT: data[i+2]&1 == 1,
 			}
 			for range 1 + int(data[i]%8) {
 				c.Step(s)
@@ -77,14 +80,21 @@ func FuzzLossEstimator(f *testing.F) {
 				seq = arg + 1
 			case 2: // ack
 				e.OnAck(arg)
-			case 3: // ack field
-				e.OnAckField(arg, uint64(small)*0x0101010101010101)
+			case 3: // ack field, timed when small is odd
+				if small&1 == 1 {
+					e.OnAckFieldAt(arg, uint64(small)*0x0101010101010101, now)
+				} else {
+					e.OnAckField(arg, uint64(small)*0x0101010101010101)
+				}
 			case 4: // time passes, possibly backwards
 				now += int64(int16(arg)) * int64(small)
 			case 5:
 				loss := e.Update(now, uint32(arg)*uint32(small))
 				if math.IsNaN(loss) || loss < 0 || loss > 1 {
 					t.Fatalf("loss %v", loss)
+				}
+				if ms, ok := e.TakeAckRTT(); ok && ms > math.MaxInt32 {
+					t.Fatalf("a round trip of %d ms", ms)
 				}
 			}
 			if e.count < 0 || e.count > LossRingSize {
