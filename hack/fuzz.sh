@@ -1,20 +1,28 @@
 #!/usr/bin/env bash
-# Runs every Go fuzz target in the repository for FUZZTIME (default 3s) each. New crashers are
-# written to the package's testdata/fuzz/ and fail the run.
+# Runs every Go fuzz target in the repository for FUZZTIME (default 3s) each, FUZZ_JOBS (default
+# 2) targets at a time with one fuzzing worker each. New crashers are written to the package's
+# testdata/fuzz/ and fail the run.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
-FUZZTIME=${FUZZTIME:-3s}
-n=0
+export FUZZTIME=${FUZZTIME:-3s}
+targets=()
 while IFS= read -r file; do
 	dir=$(dirname "$file")
 	for target in $(grep -oE '^func (Fuzz[A-Za-z0-9_]+)\(' "$file" | sed -E 's/^func (Fuzz[A-Za-z0-9_]+)\(/\1/'); do
-		printf '[fuzz] %s %s (%s)\n' "$dir" "$target" "$FUZZTIME"
-		go test -run '^$' -fuzz "^${target}\$" -fuzztime "$FUZZTIME" "./$dir" >/dev/null || {
-			printf '[fuzz] FAILED: %s %s — rerun: go test -run %s ./%s\n' "$dir" "$target" "$target" "$dir" >&2
-			exit 1
-		}
-		n=$((n + 1))
+		targets+=("$dir $target")
 	done
 done < <(git ls-files '*_test.go' | xargs -r grep -l '^func Fuzz' | sort)
-printf '[fuzz] %d targets passed\n' "$n"
+
+# Each line is "dir target"; a failing target prints its output and how to rerun it.
+run_one() {
+	local dir=$1 target=$2 out
+	printf '[fuzz] %s %s (%s)\n' "$dir" "$target" "$FUZZTIME"
+	if ! out=$(go test -run '^$' -fuzz "^${target}\$" -fuzztime "$FUZZTIME" -parallel 1 "./$dir" 2>&1); then
+		printf '%s\n[fuzz] FAILED: %s %s — rerun: go test -run %s ./%s\n' "$out" "$dir" "$target" "$target" "$dir" >&2
+		return 255 # stops xargs
+	fi
+}
+export -f run_one
+printf '%s\n' "${targets[@]}" | xargs -P "${FUZZ_JOBS:-2}" -L 1 bash -c 'run_one "$@"' _
+printf '[fuzz] %d targets passed\n' "${#targets[@]}"

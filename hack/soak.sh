@@ -4,7 +4,7 @@
 # the RSS and goroutines of the operator and every game-server process every 10 s; each must stay
 # flat. The log goes to _out/soak/soak.log, the samples and verdicts to _out/soak/soak.json.
 # Needs `make deps tools test-assets` first (`make soak` does it). `make test` runs the same test
-# for 2 minutes.
+# for 1 minute.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"

@@ -26,7 +26,7 @@ import (
 // that one swarm of bots outlives it.
 const (
 	soakDurationEnv     = "NETFLEET_SOAK_DURATION"
-	defaultSoakDuration = 2 * time.Minute
+	defaultSoakDuration = time.Minute
 	minSoakDuration     = time.Minute
 	maxSoakDuration     = botswarm.MaxDuration - 10*time.Minute
 
