@@ -137,6 +137,45 @@ func BenchmarkConfigPropagation(b *testing.B) {
 	}
 }
 
+// startWatch starts a cache on namespace ns for the rest of the test binary, calling each
+// object kind's record with every object it adds or updates, and waits for it to sync.
+func startWatch(b *testing.B, ns string, record map[client.Object]func(any)) {
+	b.Helper()
+	c, err := cache.New(restCfg, cache.Options{Scheme: testScheme, DefaultNamespaces: map[string]cache.Config{ns: {}}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for obj, fn := range record {
+		inf, err := c.GetInformer(suiteCtx, obj)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{AddFunc: fn, UpdateFunc: func(_, o any) { fn(o) }}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	go func() {
+		if err := c.Start(suiteCtx); err != nil {
+			fmt.Fprintln(os.Stderr, "bench watch:", err)
+		}
+	}()
+	if !c.WaitForCacheSync(suiteCtx) {
+		b.Fatal("bench watch did not sync")
+	}
+}
+
+// firstSeen records at in m[name][key] unless a time is there already.
+func firstSeen[K comparable](m map[string]map[K]time.Time, name string, key K, at time.Time) {
+	byKey := m[name]
+	if byKey == nil {
+		byKey = map[K]time.Time{}
+		m[name] = byKey
+	}
+	if _, seen := byKey[key]; !seen {
+		byKey[key] = at
+	}
+}
+
 // quantileMs is the q-quantile of d in milliseconds; it sorts d.
 func quantileMs(d []time.Duration, q float64) float64 {
 	slices.Sort(d)
@@ -232,15 +271,7 @@ func newBenchFleet(b *testing.B, n int) *benchFleet {
 		f.rate[name] = 60
 	}
 	// The watch the measurement reads, as `kubectl get -w` would see it.
-	c, err := cache.New(restCfg, cache.Options{Scheme: testScheme, DefaultNamespaces: map[string]cache.Config{f.ns: {}}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	inf, err := c.GetInformer(ctx, &v1alpha1.GameServer{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	record := func(obj any) {
+	startWatch(b, f.ns, map[client.Object]func(any){&v1alpha1.GameServer{}: func(obj any) {
 		gs, ok := obj.(*v1alpha1.GameServer)
 		if !ok {
 			return
@@ -248,38 +279,9 @@ func newBenchFleet(b *testing.B, n int) *benchFleet {
 		now := time.Now()
 		f.mu.Lock()
 		defer f.mu.Unlock()
-		m := f.appliedAt[gs.Name]
-		if m == nil {
-			m = map[int64]time.Time{}
-			f.appliedAt[gs.Name] = m
-		}
-		if _, seen := m[gs.Status.Netcode.AppliedGeneration]; !seen {
-			m[gs.Status.Netcode.AppliedGeneration] = now
-		}
-		g := f.seenAt[gs.Name]
-		if g == nil {
-			g = map[int64]time.Time{}
-			f.seenAt[gs.Name] = g
-		}
-		if _, seen := g[gs.Generation]; !seen {
-			g[gs.Generation] = now
-		}
-	}
-	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    record,
-		UpdateFunc: func(_, obj any) { record(obj) },
-	}); err != nil {
-		b.Fatal(err)
-	}
-	// The cache runs for the rest of the test binary, like the fleet.
-	go func() {
-		if err := c.Start(suiteCtx); err != nil {
-			fmt.Fprintln(os.Stderr, "bench cache:", err)
-		}
-	}()
-	if !c.WaitForCacheSync(ctx) {
-		b.Fatal("cache did not sync")
-	}
+		firstSeen(f.appliedAt, gs.Name, gs.Status.Netcode.AppliedGeneration, now)
+		firstSeen(f.seenAt, gs.Name, gs.Generation, now)
+	}})
 
 	start := time.Now()
 	var g errgroup.Group

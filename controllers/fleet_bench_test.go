@@ -18,8 +18,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	toolscache "k8s.io/client-go/tools/cache"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/netfleet/netfleet/api/v1alpha1"
@@ -303,55 +301,29 @@ func newNetcodeBench(b *testing.B) *netcodeBench {
 		}
 	}
 	// The watch the measurement reads, as `kubectl get -w` would see it.
-	c, err := cache.New(restCfg, cache.Options{Scheme: testScheme, DefaultNamespaces: map[string]cache.Config{nb.fleet.Namespace: {}}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	watch := func(obj client.Object, record func(any)) {
-		inf, err := c.GetInformer(suiteCtx, obj)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{AddFunc: record, UpdateFunc: func(_, o any) { record(o) }}); err != nil {
-			b.Fatal(err)
-		}
-	}
-	watch(&v1alpha1.GameServer{}, func(obj any) {
-		gs, ok := obj.(*v1alpha1.GameServer)
-		if !ok || gs.Status.Netcode.AppliedGeneration != gs.Generation {
-			return
-		}
-		now := time.Now()
-		nb.mu.Lock()
-		defer nb.mu.Unlock()
-		m := nb.appliedAt[gs.Name]
-		if m == nil {
-			m = map[int32]time.Time{}
-			nb.appliedAt[gs.Name] = m
-		}
-		if _, seen := m[gs.Spec.Netcode.TickRateHz]; !seen {
-			m[gs.Spec.Netcode.TickRateHz] = now
-		}
+	startWatch(b, nb.fleet.Namespace, map[client.Object]func(any){
+		&v1alpha1.GameServer{}: func(obj any) {
+			gs, ok := obj.(*v1alpha1.GameServer)
+			if !ok || gs.Status.Netcode.AppliedGeneration != gs.Generation {
+				return
+			}
+			now := time.Now()
+			nb.mu.Lock()
+			defer nb.mu.Unlock()
+			firstSeen(nb.appliedAt, gs.Name, gs.Spec.Netcode.TickRateHz, now)
+		},
+		&v1alpha1.Fleet{}: func(obj any) {
+			f, ok := obj.(*v1alpha1.Fleet)
+			if !ok || f.Status.ObservedGeneration != f.Generation || f.Status.ConfigAppliedReplicas != netcodeBenchServers {
+				return
+			}
+			nb.mu.Lock()
+			defer nb.mu.Unlock()
+			if _, seen := nb.fleetAt[f.Spec.Template.Spec.Netcode.TickRateHz]; !seen {
+				nb.fleetAt[f.Spec.Template.Spec.Netcode.TickRateHz] = time.Now()
+			}
+		},
 	})
-	watch(&v1alpha1.Fleet{}, func(obj any) {
-		f, ok := obj.(*v1alpha1.Fleet)
-		if !ok || f.Status.ObservedGeneration != f.Generation || f.Status.ConfigAppliedReplicas != netcodeBenchServers {
-			return
-		}
-		nb.mu.Lock()
-		defer nb.mu.Unlock()
-		if _, seen := nb.fleetAt[f.Spec.Template.Spec.Netcode.TickRateHz]; !seen {
-			nb.fleetAt[f.Spec.Template.Spec.Netcode.TickRateHz] = time.Now()
-		}
-	})
-	go func() {
-		if err := c.Start(suiteCtx); err != nil {
-			b.Error(err)
-		}
-	}()
-	if !c.WaitForCacheSync(suiteCtx) {
-		b.Fatal("cache did not sync")
-	}
 	return nb
 }
 
