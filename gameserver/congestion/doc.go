@@ -32,9 +32,9 @@
 // the floor. So the delay signals are round trips — ENet's pings', and each acknowledged
 // packet's from its own send — not the staleness of the client's last acknowledged tick (which
 // grows when we send less); sending less yields fewer round-trip samples, not longer ones. The
-// loss estimator judges a packet only
-// by wall-clock age against the RTT, and only after the packet sent after it has had the same
-// chance to be acknowledged: a slower cadence delays judgment but never turns into loss.
+// loss estimator judges a packet only by wall-clock age against the RTT, and only after the packet
+// sent after it has had the same chance to be acknowledged: a slower cadence delays judgment but
+// never turns into loss.
 //
 // # Healthy equals disabled
 //
