@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"testing"
 
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -85,9 +84,18 @@ func Environment(withCRDs bool) (*envtest.Environment, error) {
 	return env, nil
 }
 
-// Start starts a real API server for one test (or test binary, when called from TestMain via
-// StartMain) and stops it at cleanup.
-func Start(t testing.TB, withCRDs bool) (*envtest.Environment, *rest.Config) {
+// TB is the part of testing.TB that Start uses. The package does not import testing, so the
+// development control plane (cmd/netfleet-dev) can share it without linking the test framework.
+type TB interface {
+	Helper()
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
+	Errorf(format string, args ...any)
+	Cleanup(func())
+}
+
+// Start starts a real API server for one test and stops it at cleanup.
+func Start(t TB, withCRDs bool) (*envtest.Environment, *rest.Config) {
 	t.Helper()
 	env, err := Environment(withCRDs)
 	if err != nil {
