@@ -3,16 +3,14 @@ package main
 import (
 	"fmt"
 	"image/color"
-	"os"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
-	"gonum.org/v1/plot/vg/draw"
-	"gonum.org/v1/plot/vg/vgimg"
 
 	"github.com/netfleet/netfleet/internal/botswarm"
 	"github.com/netfleet/netfleet/internal/congestionlab"
+	"github.com/netfleet/netfleet/internal/plotpng"
 )
 
 var classColors = map[string]color.RGBA{
@@ -39,29 +37,7 @@ func writePlot(path string, enabled, disabled *congestionlab.Result) error {
 		}
 		rows = append(rows, []*plot.Plot{hz, age})
 	}
-	const w, h = 30 * vg.Centimeter, 20 * vg.Centimeter
-	img := vgimg.New(w, h)
-	dc := draw.New(img)
-	tiles := draw.Tiles{Rows: 2, Cols: 2, PadX: vg.Millimeter * 4, PadY: vg.Millimeter * 4,
-		PadTop: vg.Millimeter * 2, PadBottom: vg.Millimeter * 2, PadLeft: vg.Millimeter * 2, PadRight: vg.Millimeter * 2}
-	canvases := plot.Align(rows, tiles, dc)
-	for i := range rows {
-		for j := range rows[i] {
-			rows[i][j].Draw(canvases[i][j])
-		}
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		return fmt.Errorf("write plot: %w", err)
-	}
-	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
-		_ = f.Close()
-		return fmt.Errorf("write plot: %w", err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("write plot: %w", err)
-	}
-	return nil
+	return plotpng.Write(path, rows, 30*vg.Centimeter, 20*vg.Centimeter)
 }
 
 // seriesPlot draws one line per client of value per full second, colored by class.

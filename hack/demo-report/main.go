@@ -27,10 +27,9 @@ import (
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
-	"gonum.org/v1/plot/vg/draw"
-	"gonum.org/v1/plot/vg/vgimg"
 
 	"github.com/netfleet/netfleet/internal/botswarm"
+	"github.com/netfleet/netfleet/internal/plotpng"
 )
 
 // settle is how many seconds after the swarm's start, and after the change, are left out of the
@@ -213,28 +212,7 @@ func writePlot(path string, groups []group, at float64, change string) error {
 	if err != nil {
 		return err
 	}
-	rows := [][]*plot.Plot{{hz}, {age}}
-	const w, h = 24 * vg.Centimeter, 20 * vg.Centimeter
-	img := vgimg.New(w, h)
-	dc := draw.New(img)
-	tiles := draw.Tiles{Rows: 2, Cols: 1, PadX: vg.Millimeter * 4, PadY: vg.Millimeter * 4,
-		PadTop: vg.Millimeter * 2, PadBottom: vg.Millimeter * 2, PadLeft: vg.Millimeter * 2, PadRight: vg.Millimeter * 2}
-	canvases := plot.Align(rows, tiles, dc)
-	for i := range rows {
-		rows[i][0].Draw(canvases[i][0])
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		return fmt.Errorf("write plot: %w", err)
-	}
-	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
-		_ = f.Close()
-		return fmt.Errorf("write plot: %w", err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("write plot: %w", err)
-	}
-	return nil
+	return plotpng.Write(path, [][]*plot.Plot{{hz}, {age}}, 24*vg.Centimeter, 20*vg.Centimeter)
 }
 
 // seriesPlot draws one line per client of value over its full seconds, colored by group, and a
