@@ -1,9 +1,7 @@
 #!/usr/bin/env bash
 # Runs the Go benchmarks and the benchmark drivers; results go to _out/bench/.
 set -euo pipefail
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
-cd "$ROOT"
-export KUBEBUILDER_ASSETS=${KUBEBUILDER_ASSETS:-$ROOT/bin/k8s/v1.37.2}
+source "$(dirname "$0")/lib.sh"
 OUT=$ROOT/_out/bench
 mkdir -p "$OUT"
 log() { printf '[bench] %s\n' "$*"; }

@@ -12,10 +12,7 @@
 # traffic, default 30) and DEMO_BOTS (clients, default 24, a third of them through linkem) tune it.
 set -euo pipefail
 
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
-cd "$ROOT"
-KUBE_VERSION=v1.37.2
-export PATH=$ROOT/bin:$ROOT/bin/k8s/$KUBE_VERSION:$PATH
+source "$(dirname "$0")/lib.sh"
 OUT=$ROOT/_out/demo
 DURATION=${DEMO_DURATION:-30}
 BOTS=${DEMO_BOTS:-24}

@@ -5,9 +5,7 @@
 # _out/dev/kubeconfig, and _out/dev/ready (shell-sourceable) appears once everything is up.
 # Arguments are passed to netfleet-dev (e.g. --keep to keep the pod logs).
 set -euo pipefail
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
-cd "$ROOT"
-KUBE_VERSION=v1.37.2
+source "$(dirname "$0")/lib.sh"
 OUT=$ROOT/_out/dev
 
 # netfleet-dev's default operator listens on fixed loopback ports; a second control plane would

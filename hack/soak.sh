@@ -6,12 +6,9 @@
 # Needs `make deps tools test-assets` first (`make soak` does it). `make test` runs the same test
 # for 1 minute.
 set -euo pipefail
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
-cd "$ROOT"
+source "$(dirname "$0")/lib.sh"
 log() { printf '[soak] %s\n' "$*"; }
 
-export KUBEBUILDER_ASSETS=${KUBEBUILDER_ASSETS:-$ROOT/bin/k8s/v1.37.2}
-export PATH=$ROOT/bin:$KUBEBUILDER_ASSETS:$PATH
 DURATION=${SOAK_DURATION:-30m}
 
 # go test's own deadline: the soak plus set-up, convergence waits and tear-down.

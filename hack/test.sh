@@ -2,12 +2,9 @@
 # Runs every test, then every fuzz target briefly. Needs `make deps tools test-assets` first
 # (`make test` does all of it).
 set -euo pipefail
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
-cd "$ROOT"
+source "$(dirname "$0")/lib.sh"
 log() { printf '[test] %s\n' "$*"; }
 
-export KUBEBUILDER_ASSETS=${KUBEBUILDER_ASSETS:-$ROOT/bin/k8s/v1.37.2}
-export PATH=$ROOT/bin:$KUBEBUILDER_ASSETS:$PATH
 mkdir -p _out
 
 # The congestion-response scenario judges what real clients observed second by second; it runs
