@@ -34,17 +34,41 @@ type Controller struct {
 	throttle  float64
 	congested bool
 	sinceEval uint32
-	// baselineUs is the running-minimum RTT in microseconds (finer than ms so that the per-tick
-	// drift of a fraction of a millisecond accumulates exactly); valid once haveBaseline is set.
-	baselineUs   uint64
-	haveBaseline bool
-	// The acknowledgement round trip: its running-minimum baseline, drifting up like the RTT's,
-	// and the smallest sample since the last evaluation.
-	ackBaselineUs   uint64
-	haveAckBaseline bool
-	ackMinMs        uint32
-	haveAckMin      bool
+	// baseline is ENet's RTT's running minimum, ackBaseline the acknowledgement round trip's;
+	// ackMinMs is the smallest acknowledgement round trip since the last evaluation.
+	baseline    runningMin
+	ackBaseline runningMin
+	ackMinMs    uint32
+	haveAckMin  bool
 }
+
+// runningMin is a delay baseline in microseconds (finer than ms so that the per-tick drift of a
+// fraction of a millisecond accumulates exactly): the smallest sample seen, rising by the drift
+// it is given each tick. It follows any fall at once and any rise only at the drift's pace.
+type runningMin struct {
+	us uint64
+	ok bool // a sample was seen
+}
+
+func (b *runningMin) drift(us uint32) {
+	if b.ok {
+		b.us += uint64(us)
+	}
+}
+
+func (b *runningMin) observe(us uint64) {
+	if !b.ok || us < b.us {
+		b.us, b.ok = us, true
+	}
+}
+
+// exceeds reports whether us lies more than margin above the baseline. The subtraction is
+// guarded: a sample can be below the baseline only until it is observed.
+func (b *runningMin) exceeds(us, margin uint64) bool {
+	return b.ok && us > b.us && us-b.us > margin
+}
+
+func (b *runningMin) ms() uint32 { return uint32(min(b.us/1000, math.MaxUint32)) }
 
 // Reset starts the controller afresh with p: throttle 1, no RTT baseline, a full eval interval
 // before the first evaluation.
@@ -91,36 +115,27 @@ func (c *Controller) Step(s Sample) {
 	}
 }
 
-// trackAckRTT keeps the acknowledgement round trip's baseline — min(sample, baseline + drift),
-// the drift accruing every tick whether or not a packet was acknowledged — and the smallest
-// sample of the evaluation interval.
+// trackAckRTT keeps the acknowledgement round trip's baseline — its drift accrues every tick,
+// whether or not a packet was acknowledged — and the smallest sample of the evaluation interval.
 func (c *Controller) trackAckRTT(s Sample) {
-	if c.haveAckBaseline {
-		c.ackBaselineUs += uint64(c.p.BaselineDriftUsPerTick)
-	}
+	c.ackBaseline.drift(c.p.BaselineDriftUsPerTick)
 	if !s.HaveAckRTT {
 		return
 	}
-	if us := uint64(s.AckRTTMs) * 1000; !c.haveAckBaseline || us < c.ackBaselineUs {
-		c.ackBaselineUs, c.haveAckBaseline = us, true
-	}
+	c.ackBaseline.observe(uint64(s.AckRTTMs) * 1000)
 	if !c.haveAckMin || s.AckRTTMs < c.ackMinMs {
 		c.ackMinMs, c.haveAckMin = s.AckRTTMs, true
 	}
 }
 
-// trackBaseline keeps baseline = min(rtt, baseline + drift): it follows any fall at once and any
-// rise at no more than BaselineDriftUsPerTick per tick. An RTT of 0 is "unknown" and skipped.
+// trackBaseline keeps the RTT baseline at min(rtt, baseline + drift), drifting only on ticks with
+// an RTT. An RTT of 0 is "unknown" and skipped.
 func (c *Controller) trackBaseline(rttMs uint32) {
 	if rttMs == 0 {
 		return
 	}
-	rttUs := uint64(rttMs) * 1000
-	if !c.haveBaseline {
-		c.baselineUs, c.haveBaseline = rttUs, true
-		return
-	}
-	c.baselineUs = min(rttUs, c.baselineUs+uint64(c.p.BaselineDriftUsPerTick))
+	c.baseline.drift(c.p.BaselineDriftUsPerTick)
+	c.baseline.observe(uint64(rttMs) * 1000)
 }
 
 func (c *Controller) classify(s Sample) bool {
@@ -133,24 +148,15 @@ func (c *Controller) classify(s Sample) bool {
 	margin := uint64(c.p.DelayMarginMs) * 1000
 	// Every packet acknowledged in the interval took longer than the baseline plus the margin:
 	// a queue has built up on the path.
-	if c.haveAckMin && c.haveAckBaseline {
-		if us := uint64(c.ackMinMs) * 1000; us > c.ackBaselineUs && us-c.ackBaselineUs > margin {
-			return true
-		}
+	if c.haveAckMin && c.ackBaseline.exceeds(uint64(c.ackMinMs)*1000, margin) {
+		return true
 	}
-	if s.RTTMs == 0 || !c.haveBaseline {
-		return false
-	}
-	rttUs := uint64(s.RTTMs) * 1000
-	// Guarded subtraction: the baseline can exceed the RTT only transiently, never underflow.
-	return rttUs > c.baselineUs && rttUs-c.baselineUs > margin
+	return s.RTTMs != 0 && c.baseline.exceeds(uint64(s.RTTMs)*1000, margin)
 }
 
 // AckBaselineRTTMs returns the acknowledgement round trip's running-minimum baseline in whole
 // milliseconds, 0 before the first sample.
-func (c *Controller) AckBaselineRTTMs() uint32 {
-	return uint32(min(c.ackBaselineUs/1000, math.MaxUint32))
-}
+func (c *Controller) AckBaselineRTTMs() uint32 { return c.ackBaseline.ms() }
 
 // Throttle returns the current throttle in [ThrottleFloor, 1]; exactly 1 when disabled or healthy.
 func (c *Controller) Throttle() float64 {
@@ -165,9 +171,7 @@ func (c *Controller) Congested() bool { return c.p.Enabled && c.congested }
 
 // BaselineRTTMs returns the running-minimum RTT baseline in whole milliseconds, 0 before the
 // first RTT sample.
-func (c *Controller) BaselineRTTMs() uint32 {
-	return uint32(min(c.baselineUs/1000, math.MaxUint32))
-}
+func (c *Controller) BaselineRTTMs() uint32 { return c.baseline.ms() }
 
 // SendIntervalTicks is the rate lever: the peer is sent one snapshot every this many ticks,
 // clamp(ceil(1/throttle), 1, MaxIntervalTicks). The throttle is never below a positive floor and

@@ -444,8 +444,8 @@ func TestBaselineDrift(t *testing.T) {
 			c.Step(Sample{RTTMs: 500})
 		}
 		wantUs := 50000 + uint64(tt.tickHz)*uint64(tt.drift)
-		if c.baselineUs != wantUs {
-			t.Errorf("%d Hz: baseline %d µs after 1 s, want %d", tt.tickHz, c.baselineUs, wantUs)
+		if c.baseline.us != wantUs {
+			t.Errorf("%d Hz: baseline %d µs after 1 s, want %d", tt.tickHz, c.baseline.us, wantUs)
 		}
 		if rise := float64(wantUs-50000) / 1000; math.Abs(rise-BaselineDriftMsPerSecond) > 0.1 {
 			t.Errorf("%d Hz: baseline rose %.3f ms in 1 s, want %d", tt.tickHz, rise, BaselineDriftMsPerSecond)

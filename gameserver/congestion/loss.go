@@ -106,13 +106,19 @@ func (e *LossEstimator) push(seq uint16, now uint32, state uint8) {
 	e.count = min(e.count+1, LossRingSize)
 }
 
-// OnAck records the client's acknowledgement of packet seq.
-func (e *LossEstimator) OnAck(seq uint16) {
+// sent returns packet seq's slot if it is tracked and not acknowledged yet.
+func (e *LossEstimator) sent(seq uint16) (*lossSlot, bool) {
 	back := int(e.head - 1 - seq) // 0 for the newest tracked packet; wraps for unknown ones
 	if back >= e.count {
-		return
+		return nil, false
 	}
-	if s := &e.ring[seq&lossRingMask]; s.state == slotSent {
+	s := &e.ring[seq&lossRingMask]
+	return s, s.state == slotSent
+}
+
+// OnAck records the client's acknowledgement of packet seq.
+func (e *LossEstimator) OnAck(seq uint16) {
+	if s, ok := e.sent(seq); ok {
 		s.state = slotAcked
 	}
 }
@@ -129,11 +135,9 @@ func (e *LossEstimator) OnAckField(latest uint16, preceding uint64) {
 // OnAckFieldAt is OnAckField for an ACK that arrived at nowMs: the first ACK of the latest
 // packet also samples that packet's round trip, from its send to nowMs, for TakeAckRTT.
 func (e *LossEstimator) OnAckFieldAt(latest uint16, preceding uint64, nowMs int64) {
-	if back := int(e.head - 1 - latest); back < e.count {
-		if s := e.ring[latest&lossRingMask]; s.state == slotSent {
-			if rtt := int32(uint32(nowMs) - s.sentMs); rtt >= 0 && (!e.haveAckRTT || uint32(rtt) < e.ackRTTMs) {
-				e.ackRTTMs, e.haveAckRTT = uint32(rtt), true
-			}
+	if s, ok := e.sent(latest); ok {
+		if rtt := int32(uint32(nowMs) - s.sentMs); rtt >= 0 && (!e.haveAckRTT || uint32(rtt) < e.ackRTTMs) {
+			e.ackRTTMs, e.haveAckRTT = uint32(rtt), true
 		}
 	}
 	e.OnAckField(latest, preceding)
