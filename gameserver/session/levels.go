@@ -25,10 +25,7 @@ func levelConfig(full snapshot.Config, level int) snapshot.Config {
 	if level == 0 {
 		return c
 	}
-	base := full.StateUpdateHz
-	if base == 0 {
-		base = full.TickRateHz
-	}
+	base := full.StateRateHz()
 	state := min(level-1, 2) // halvings of the state update rate
 	c.StateUpdateHz = max(1, base>>state)
 	c.FarUpdateHz = max(1, base>>(state+1))

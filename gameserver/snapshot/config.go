@@ -67,7 +67,7 @@ func (c Config) Validate() error {
 	if !(c.FarRadius >= 0 && c.FarRadius <= c.InterestRadius) {
 		errs = append(errs, fmt.Errorf("snapshot: FarRadius %v not in [0, InterestRadius %v]", c.FarRadius, c.InterestRadius))
 	}
-	if state := c.stateUpdateHz(); c.FarUpdateHz < 0 || c.FarUpdateHz > state {
+	if state := c.StateRateHz(); c.FarUpdateHz < 0 || c.FarUpdateHz > state {
 		errs = append(errs, fmt.Errorf("snapshot: FarUpdateHz %d not in [0, the state update rate %d]", c.FarUpdateHz, state))
 	}
 	if c.EnterBudgetDivisor < 0 || c.EnterBudgetDivisor > maxEnterBudgetDivisor {
@@ -79,8 +79,8 @@ func (c Config) Validate() error {
 // maxEnterBudgetDivisor is the largest EnterBudgetDivisor.
 const maxEnterBudgetDivisor = 64
 
-// stateUpdateHz is the rate of state updates: StateUpdateHz, or the tick rate.
-func (c Config) stateUpdateHz() int {
+// StateRateHz is the rate of state updates: StateUpdateHz, or the tick rate when that is 0.
+func (c Config) StateRateHz() int {
 	if c.StateUpdateHz == 0 {
 		return c.TickRateHz
 	}
@@ -88,7 +88,7 @@ func (c Config) stateUpdateHz() int {
 }
 
 // updateInterval is the number of ticks between state updates.
-func (c Config) updateInterval() uint32 { return intervalTicks(c.TickRateHz, c.stateUpdateHz()) }
+func (c Config) updateInterval() uint32 { return intervalTicks(c.TickRateHz, c.StateRateHz()) }
 
 // farInterval is the number of ticks between state updates of the far band: never fewer than
 // between state updates.
