@@ -11,6 +11,7 @@ type grid struct {
 	cursor []int32
 	slots  []uint16
 	xs, ys []float32
+	none   []uint8 // a slot bitmap with no slot set: query's known set
 }
 
 func newGrid(half, cell float32, capacity int) grid {
@@ -24,6 +25,7 @@ func newGrid(half, cell float32, capacity int) grid {
 		slots:  make([]uint16, capacity),
 		xs:     make([]float32, capacity),
 		ys:     make([]float32, capacity),
+		none:   make([]uint8, (capacity+7)/8),
 	}
 }
 
@@ -56,21 +58,9 @@ func (g *grid) rebuild(meta []SlotMeta, pos [][3]float32) {
 	}
 }
 
+// query appends every entity within radius of (x, y).
 func (g *grid) query(x, y, radius float32, out []Hit) []Hit {
-	r2 := radius * radius
-	x0, x1 := g.cell(x-radius), g.cell(x+radius)
-	for cy := g.cell(y - radius); cy <= g.cell(y+radius); cy++ {
-		row := cy * g.n
-		lo, hi := g.start[row+x0], g.start[row+x1+1]
-		xs, ys, slots := g.xs[lo:hi], g.ys[lo:hi], g.slots[lo:hi]
-		for i := range xs {
-			dx, dy := xs[i]-x, ys[i]-y
-			if d2 := dx*dx + dy*dy; d2 <= r2 {
-				out = append(out, Hit{Slot: slots[i], Dist2: d2})
-			}
-		}
-	}
-	return out
+	return g.queryNew(x, y, radius, g.none, out)
 }
 
 // queryNew is query without the entities whose slot bit is set in known, which is tested before
