@@ -3,8 +3,7 @@
 # bots through linkem with changing impairments and live netcode edits against a Fleet, sampling
 # the RSS and goroutines of the operator and every game-server process every 10 s; each must stay
 # flat. The log goes to _out/soak/soak.log, the samples and verdicts to _out/soak/soak.json.
-# Needs `make deps tools test-assets` first (`make soak` does it). `make test` runs the same test
-# for 1 minute.
+# Needs `make deps tools test-assets` first (`make soak` does it). `make test` skips it.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 log() { printf '[soak] %s\n' "$*"; }
