@@ -49,7 +49,8 @@ var (
 // benchResult is one run's summary, as written to _out/bench/operator-config-propagation.json.
 type benchResult struct {
 	Servers int `json:"servers"`
-	// Pace is "burst" (all edits at once, 32 editors) or the edit rate, e.g. "50/s".
+	// Pace is "burst" (all edits at once, 32 editors), "serial" (one editor, one edit after
+	// another) or the edit rate, e.g. "50/s".
 	Pace  string  `json:"pace"`
 	Edits int     `json:"edits"`
 	P50Ms float64 `json:"p50Ms"`
@@ -82,14 +83,12 @@ type benchResult struct {
 // status.netcode.appliedGeneration at the new generation: watch delivery to the operator,
 // reconcile, push to the process, apply at a tick boundary, status patch and watch delivery. The
 // edits come all at once (burst: the API server's write throughput decides) or paced at 50 per
-// second (the operator's own latency).
+// second (the operator's own latency), or one after another by a single editor, each as soon as
+// the previous one was accepted (a script editing every server in turn).
 func BenchmarkConfigPropagation(b *testing.B) {
 	for _, n := range []int{200, 1000} {
-		for _, rate := range []int{0, 50} {
-			pace := "burst"
-			if rate > 0 {
-				pace = fmt.Sprintf("%d-per-s", rate)
-			}
+		for _, p := range []editPace{{name: "burst", editors: 32}, {name: "serial", editors: 1}, {name: "50-per-s", editors: 32, rate: 50}} {
+			pace := p.name
 			b.Run(fmt.Sprintf("servers=%d/edits=%s", n, pace), func(b *testing.B) {
 				f := benchFleets[n]
 				if f == nil {
@@ -104,7 +103,7 @@ func BenchmarkConfigPropagation(b *testing.B) {
 				profiled := apiServerProfile(b, b.Name())
 				b.ResetTimer()
 				for i := 0; i < b.N; i++ {
-					r := f.editRound(b, rate)
+					r := f.editRound(b, p)
 					lat, watch = append(lat, r.latency...), append(watch, r.watch...)
 					span, converge = max(span, r.span), max(converge, r.converge)
 				}
@@ -320,9 +319,16 @@ type roundResult struct {
 	span, converge time.Duration
 }
 
-// editRound edits every server's tick rate — all at once with 32 editors when rate is 0, else
-// rate edits per second — and waits until every server applied its edit.
-func (f *benchFleet) editRound(b *testing.B, rate int) roundResult {
+// editPace is how a round's edits are issued: by editors at once, each issuing its next edit as
+// soon as the last was accepted, or, when rate is set, rate edits per second.
+type editPace struct {
+	name          string
+	editors, rate int
+}
+
+// editRound edits every server's tick rate at the pace p and waits until every server applied
+// its edit.
+func (f *benchFleet) editRound(b *testing.B, p editPace) roundResult {
 	b.Helper()
 	ctx := context.Background()
 	type edit struct {
@@ -332,10 +338,10 @@ func (f *benchFleet) editRound(b *testing.B, rate int) roundResult {
 	edits := make([]edit, len(f.names))
 	first := time.Now()
 	var g errgroup.Group
-	g.SetLimit(32)
+	g.SetLimit(p.editors)
 	for i, name := range f.names {
-		if rate > 0 {
-			time.Sleep(time.Until(first.Add(time.Duration(i) * time.Second / time.Duration(rate))))
+		if p.rate > 0 {
+			time.Sleep(time.Until(first.Add(time.Duration(i) * time.Second / time.Duration(p.rate))))
 		}
 		// A different tick rate each round, so every edit is a real config change.
 		tick := 20 + (f.rate[name]-19)%100

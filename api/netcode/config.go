@@ -71,27 +71,27 @@ type NetcodeConfig struct {
 
 	// Congestion is the per-peer AIMD congestion response.
 	// +optional
-	Congestion CongestionConfig `json:"congestion,omitempty"`
+	Congestion CongestionConfig `json:"congestion,omitzero"`
 
 	// Budget holds the per-session byte budgets and the packet size.
 	// +optional
-	Budget BudgetConfig `json:"budget,omitempty"`
+	Budget BudgetConfig `json:"budget,omitzero"`
 
 	// Backpressure holds the limits that keep a slow session from costing anyone else.
 	// +optional
-	Backpressure BackpressureConfig `json:"backpressure,omitempty"`
+	Backpressure BackpressureConfig `json:"backpressure,omitzero"`
 
 	// Ingress holds the limits on what clients may send.
 	// +optional
-	Ingress IngressConfig `json:"ingress,omitempty"`
+	Ingress IngressConfig `json:"ingress,omitzero"`
 
 	// Memory holds the memory ceilings of the server's pools and of each connection.
 	// +optional
-	Memory MemoryConfig `json:"memory,omitempty"`
+	Memory MemoryConfig `json:"memory,omitzero"`
 
 	// Observability controls what the server exports.
 	// +optional
-	Observability ObservabilityConfig `json:"observability,omitempty"`
+	Observability ObservabilityConfig `json:"observability,omitzero"`
 }
 
 // CongestionConfig configures the per-peer AIMD controller: one throttle in [floor, 1] per peer,

@@ -95,7 +95,7 @@ type FleetSpec struct {
 	// surge and 25% unavailable.
 	// +optional
 	// +kubebuilder:default={type: RollingUpdate}
-	Strategy FleetStrategy `json:"strategy,omitempty"`
+	Strategy FleetStrategy `json:"strategy,omitzero"`
 
 	// Template is every GameServer's template.
 	// +required
@@ -186,7 +186,7 @@ type Fleet struct {
 	// +required
 	Spec FleetSpec `json:"spec"`
 	// +optional
-	Status FleetStatus `json:"status,omitempty"`
+	Status FleetStatus `json:"status,omitzero"`
 }
 
 // FleetList is a list of Fleets.

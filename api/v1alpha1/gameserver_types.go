@@ -159,7 +159,7 @@ type GameServerSpec struct {
 	// restart; the process applies it between two ticks. Absent fields take their defaults.
 	// +optional
 	// +kubebuilder:default={}
-	Netcode netcode.NetcodeConfig `json:"netcode,omitempty"`
+	Netcode netcode.NetcodeConfig `json:"netcode,omitzero"`
 
 	// Template is the Pod template. The operator adds the ports, the NETFLEET_* environment, the
 	// admin port and a readiness probe on /readyz to the game-server container. The Pod is created
@@ -219,7 +219,7 @@ type GameServerStatus struct {
 
 	// Netcode reports the config the process runs.
 	// +optional
-	Netcode GameServerNetcodeStatus `json:"netcode,omitempty"`
+	Netcode GameServerNetcodeStatus `json:"netcode,omitzero"`
 
 	// Conditions are Ready and ConfigApplied.
 	// +optional
@@ -259,7 +259,7 @@ type GameServer struct {
 	// +kubebuilder:validation:XValidation:rule="!has(self.container) || !has(oldSelf.container) || self.container == oldSelf.container",message="container is immutable",fieldPath=".container"
 	Spec GameServerSpec `json:"spec"`
 	// +optional
-	Status GameServerStatus `json:"status,omitempty"`
+	Status GameServerStatus `json:"status,omitzero"`
 }
 
 // GameServerList is a list of GameServers.

@@ -99,9 +99,9 @@ type GameServerAllocation struct {
 
 	// +optional
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec is immutable: create a new GameServerAllocation"
-	Spec GameServerAllocationSpec `json:"spec,omitempty"`
+	Spec GameServerAllocationSpec `json:"spec,omitzero"`
 	// +optional
-	Status GameServerAllocationStatus `json:"status,omitempty"`
+	Status GameServerAllocationStatus `json:"status,omitzero"`
 }
 
 // GameServerAllocationList is a list of GameServerAllocations.
