@@ -12,9 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/validation"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -111,7 +109,7 @@ func (a *Allocator) Allocate(ctx context.Context, ns string, spec v1alpha1.GameS
 }
 
 func (a *Allocator) allocate(ctx context.Context, ns string, spec v1alpha1.GameServerAllocationSpec) (v1alpha1.GameServerAllocationStatus, error) {
-	sel, err := allocationSelector(spec)
+	sel, err := spec.LabelSelector()
 	if err != nil {
 		return unallocated(v1alpha1.AllocationReasonInvalid, err.Error()), nil
 	}
@@ -235,30 +233,6 @@ func (a *Allocator) release(uid types.UID, c *claim, taken bool) {
 	}
 	a.mu.Unlock()
 	close(c.done)
-}
-
-// allocationSelector is the label selector of a request: its selector and, when it names one,
-// its fleet.
-func allocationSelector(spec v1alpha1.GameServerAllocationSpec) (labels.Selector, error) {
-	sel := labels.Everything()
-	if spec.Selector != nil {
-		s, err := metav1.LabelSelectorAsSelector(spec.Selector)
-		if err != nil {
-			return nil, fmt.Errorf("spec.selector: %w", err)
-		}
-		sel = s
-	}
-	if spec.Fleet != "" {
-		if errs := validation.IsDNS1123Label(spec.Fleet); len(errs) > 0 {
-			return nil, fmt.Errorf("spec.fleet %q: %s", spec.Fleet, errs[0])
-		}
-		req, err := labels.NewRequirement(v1alpha1.LabelFleet, selection.Equals, []string{spec.Fleet})
-		if err != nil {
-			return nil, fmt.Errorf("spec.fleet: %w", err)
-		}
-		sel = sel.Add(*req)
-	}
-	return sel, nil
 }
 
 // allocatable reports whether a server can be allocated: Ready and not being deleted.

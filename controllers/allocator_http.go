@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -17,7 +16,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/validation"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -206,7 +204,7 @@ func (s *AllocatorServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusUnauthorized, "missing or wrong bearer token")
 		return
 	}
-	req, err := decodeAllocation(http.MaxBytesReader(w, r.Body, maxAllocateBody))
+	req, err := v1alpha1.DecodeGameServerAllocation(http.MaxBytesReader(w, r.Body, maxAllocateBody))
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
@@ -223,36 +221,6 @@ func (s *AllocatorServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		code = http.StatusUnprocessableEntity
 	}
 	writeJSON(w, code, req)
-}
-
-// decodeAllocation reads one GameServerAllocation, refusing unknown fields, a wrong kind and a
-// malformed namespace.
-func decodeAllocation(body io.Reader) (*v1alpha1.GameServerAllocation, error) {
-	dec := json.NewDecoder(body)
-	dec.DisallowUnknownFields()
-	req := &v1alpha1.GameServerAllocation{}
-	if err := dec.Decode(req); err != nil {
-		return nil, fmt.Errorf("decode GameServerAllocation: %w", err)
-	}
-	if dec.More() {
-		return nil, errors.New("decode GameServerAllocation: more than one JSON value in the body")
-	}
-	gvk := v1alpha1.GroupVersion.WithKind("GameServerAllocation")
-	if req.APIVersion != "" && req.APIVersion != gvk.GroupVersion().String() {
-		return nil, fmt.Errorf("apiVersion %q: want %s", req.APIVersion, gvk.GroupVersion())
-	}
-	if req.Kind != "" && req.Kind != gvk.Kind {
-		return nil, fmt.Errorf("kind %q: want %s", req.Kind, gvk.Kind)
-	}
-	req.APIVersion, req.Kind = gvk.GroupVersion().String(), gvk.Kind
-	if req.Namespace == "" {
-		req.Namespace = corev1.NamespaceDefault
-	}
-	if errs := validation.IsDNS1123Label(req.Namespace); len(errs) > 0 {
-		return nil, fmt.Errorf("metadata.namespace %q: %s", req.Namespace, errs[0])
-	}
-	req.Status = v1alpha1.GameServerAllocationStatus{}
-	return req, nil
 }
 
 // allocatorError is the body of an error answer.
