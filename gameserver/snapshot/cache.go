@@ -55,27 +55,33 @@ func (e *cacheEntry) fill(tick, age uint32, rec *protocol.RecordBits) {
 	}
 }
 
-// caches holds each world's record cache, so that every session of a world finds the same one
-// without the tick loop handing it around. A world's cache is dropped when the world is
-// collected; sessions hold their world, so that happens only after its last session is gone.
-var caches = struct {
-	sync.Mutex
-	m map[weak.Pointer[world.World]]*recordCache
-}{m: make(map[weak.Pointer[world.World]]*recordCache)}
+// shared is what the sessions of one world share.
+type shared struct {
+	records *recordCache
+	scratch scratchPool
+}
 
-func cacheFor(w *world.World) *recordCache {
+// worlds holds what each world's sessions share, so that every session of a world finds it
+// without the tick loop handing it around. A world's entry is dropped when the world is
+// collected; sessions hold their world, so that happens only after its last session is gone.
+var worlds = struct {
+	sync.Mutex
+	m map[weak.Pointer[world.World]]*shared
+}{m: make(map[weak.Pointer[world.World]]*shared)}
+
+func sharedFor(w *world.World) *shared {
 	k := weak.Make(w)
-	caches.Lock()
-	defer caches.Unlock()
-	if c, ok := caches.m[k]; ok {
-		return c
+	worlds.Lock()
+	defer worlds.Unlock()
+	if sh, ok := worlds.m[k]; ok {
+		return sh
 	}
-	c := newRecordCache(w.Capacity())
-	caches.m[k] = c
+	sh := &shared{records: newRecordCache(w.Capacity())}
+	worlds.m[k] = sh
 	runtime.AddCleanup(w, func(k weak.Pointer[world.World]) {
-		caches.Lock()
-		delete(caches.m, k)
-		caches.Unlock()
+		worlds.Lock()
+		delete(worlds.m, k)
+		worlds.Unlock()
 	}, k)
-	return c
+	return sh
 }

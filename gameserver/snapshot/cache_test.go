@@ -137,9 +137,9 @@ func TestCachePerWorld(t *testing.T) {
 		t.Fatal("sessions of one world do not share one cache of the world's size")
 	}
 	entries := func() int {
-		caches.Lock()
-		defer caches.Unlock()
-		return len(caches.m)
+		worlds.Lock()
+		defer worlds.Unlock()
+		return len(worlds.m)
 	}
 	before := entries()
 	func() {

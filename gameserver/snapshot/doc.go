@@ -12,13 +12,15 @@
 // For each session the tick loop picks a byte budget (the congestion controller's budget lever)
 // and calls BuildFrame, which:
 //
-//  1. applies the acknowledgements received since the last frame to the tracked entities;
-//  2. queries the world for entities within InterestRadius of the session's focus entity (its
+//  1. queries the world for entities within InterestRadius of the session's focus entity (its
 //     avatar) that it does not track yet (world.QueryNew, given the tracked-slot bitmap) and
 //     starts tracking them as spawns; a tracked entity leaves only when it is 10% beyond the
 //     radius, so entities on the edge do not flicker in and out;
+//  2. finds the newest record of each tracked entity among the packets acknowledged since the
+//     last frame;
 //  3. in one pass over the tracked entities (kept sorted by slot, so the pass streams through
-//     memory) turns entities that left, died or were replaced into despawns, grows the priority
+//     memory) applies those acknowledgements, turns entities that left, died or were replaced
+//     into despawns, grows the priority
 //     of every entity with something to send (a spawn, a despawn, or a state that changed since
 //     the acknowledged baseline) and prepares its delta record (below). Relevance falls with
 //     distance from 1 at the focus to 0.25 at the radius; entities entering interest start at

@@ -69,12 +69,7 @@ type replica struct {
 	bucket     uint8  // this tick's priority bucket; notCandidate: nothing to send this tick
 }
 
-const (
-	notCandidate = 0xff
-	// acknowledged marks a despawning replica whose despawn the client acknowledged: collect
-	// drops it.
-	acknowledged = 0xfe
-)
+const notCandidate = 0xff
 
 type sentPacket struct {
 	tick               uint32
@@ -125,19 +120,16 @@ const (
 
 // Session is one client's replication state.
 type Session struct {
-	w     *world.World
-	cache *recordCache // shared by the world's sessions
-	cfg   Config
-	focus world.ID
+	w       *world.World
+	cache   *recordCache // shared by the world's sessions
+	scratch *scratchPool // shared by the world's sessions
+	sc      *scratch     // taken from scratch while a frame is built
+	cfg     Config
+	focus   world.ID
 
 	reps     []replica        // sorted by slot
 	bases    []protocol.State // parallel to reps: baselines that aged out of the world history
 	index    slotIndex
-	fresh    []world.Hit
-	recBits  []uint64 // parallel to reps: this tick's short delta records,
-	recLen   []uint8  // ... their lengths, or recEqual or recEncoded
-	cands    []uint16 // replica indices of the candidates, highest priority first
-	counts   [nBuckets]int32
 	ackQueue []uint16 // ring indices acknowledged since the last frame
 
 	ring      [ringSize]sentPacket
@@ -166,19 +158,17 @@ func NewSession(w *world.World, cfg Config) (*Session, error) {
 		return nil, err
 	}
 	const initial = 512
+	sh := sharedFor(w)
 	s := &Session{
 		w:        w,
-		cache:    cacheFor(w),
+		cache:    sh.records,
+		scratch:  &sh.scratch,
 		history:  uint32(w.Config().HistoryTicks),
 		storeAge: min(storeAge, uint32(w.Config().HistoryTicks)-2),
 		cfg:      cfg,
 		reps:     make([]replica, 0, initial),
 		bases:    make([]protocol.State, 0, initial),
 		index:    newSlotIndex(w.Capacity()),
-		fresh:    make([]world.Hit, 0, initial),
-		recBits:  make([]uint64, 0, initial),
-		recLen:   make([]uint8, 0, initial),
-		cands:    make([]uint16, 0, initial),
 		ackQueue: make([]uint16, 0, ringSize),
 		arena:    make([]uint32, arenaSize),
 	}
@@ -252,8 +242,6 @@ func (s *Session) MemoryBytes() int {
 		cap(s.reps)*int(unsafe.Sizeof(replica{})) +
 		cap(s.bases)*int(unsafe.Sizeof(protocol.State{})) +
 		s.index.bytes() +
-		cap(s.fresh)*int(unsafe.Sizeof(world.Hit{})) +
-		cap(s.recBits)*8 + cap(s.recLen) + cap(s.cands)*2 +
 		cap(s.ackQueue)*2 + cap(s.arena)*4
 }
 
@@ -289,45 +277,43 @@ func (s *Session) BuildFrame(budget int, nowUnixMs int64, f *Frame) error {
 	if updateFar {
 		s.lastFar = tick
 	}
+	s.sc = s.scratch.get()
 	fx, fy, _, focused := s.w.Position(s.focus)
-	s.promote(tick)
 	if focused {
 		s.gather(tick, fx, fy)
 	}
+	s.promote()
 	s.bump()
 	s.collect(tick, update, updateFar, fx, fy, focused)
 	s.list()
 	s.emit(tick, budget, uint32(nowUnixMs), flags, f)
+	s.scratch.put(s.sc)
+	s.sc = nil
 	s.lastBuild = tick
 	s.stats.Frames++
 	return nil
 }
 
-// promote makes the records of the packets acknowledged since the last frame baselines, the
-// newest of a replica winning, and marks despawning replicas whose despawn was acknowledged.
-// Records sent before a replica's current incarnation, and states no longer in the world's
-// history, are ignored.
-func (s *Session) promote(tick uint32) {
-	reps, arena := s.reps, s.arena[:arenaSize]
+// promote finds, for every replica, the newest of its records in the packets acknowledged since
+// the last frame; collect's pass applies them. The records come in packet order, not slot order:
+// noting them in the scratch array, which is in the CPU's caches, rather than in the replicas,
+// which are not yet, leaves collect to bring each replica in once and in order.
+func (s *Session) promote() {
+	n := len(s.reps)
+	acked := slices.Grow(s.sc.acked[:0], n)[:n]
+	s.sc.acked = acked
+	clear(acked)
+	arena := s.arena[:arenaSize]
 	for _, i := range s.ackQueue {
 		e := &s.ring[i&(ringSize-1)]
 		if !e.valid || s.arenaHead-e.start > arenaSize {
 			continue // reset since, or its records were overwritten: nothing to promote
 		}
-		mt, inHistory := e.tick, tick-e.tick < s.history
+		mt := uint64(e.tick) << 16
 		for k, end := e.start, e.start+uint32(e.count); k != end; k++ {
 			rec := arena[k&(arenaSize-1)]
-			r, ok := s.index.find(uint16(rec))
-			if !ok {
-				continue
-			}
-			rep := &reps[r]
-			switch {
-			case mt < rep.minPromote:
-			case rep.leaving:
-				rep.bucket = acknowledged
-			case mt > rep.baseTick && inHistory:
-				rep.baseTick, rep.clean, rep.baseSend, rep.baseStored = mt, mt, uint16(rec>>16), false
+			if r, ok := s.index.find(uint16(rec)); ok {
+				acked[r] = max(acked[r], mt|uint64(rec>>16))
 			}
 		}
 	}
@@ -338,25 +324,26 @@ func (s *Session) promote(tick uint32) {
 // them, in slot order, as spawns.
 func (s *Session) gather(tick uint32, fx, fy float32) {
 	r := s.cfg.InterestRadius
-	s.fresh = s.w.QueryNew(fx, fy, r, s.index.bits, s.fresh[:0])
-	if len(s.fresh) == 0 {
+	fresh := s.w.QueryNew(fx, fy, r, s.index.bits, s.sc.fresh[:0])
+	s.sc.fresh = fresh
+	if len(fresh) == 0 {
 		return
 	}
-	s.fresh = s.fresh[:min(len(s.fresh), maxReplicas-len(s.reps))]
-	slices.SortFunc(s.fresh, func(a, b world.Hit) int { return int(a.Slot) - int(b.Slot) })
+	fresh = fresh[:min(len(fresh), maxReplicas-len(s.reps))]
+	slices.SortFunc(fresh, func(a, b world.Hit) int { return int(a.Slot) - int(b.Slot) })
 	// Merge from the back: each replica moves at most once.
-	n, k := len(s.reps), len(s.fresh)
+	n, k := len(s.reps), len(fresh)
 	s.reps = slices.Grow(s.reps, k)[:n+k]
 	s.bases = slices.Grow(s.bases, k)[:n+k]
 	i, j := n-1, k-1
 	inv := (1 - minRelevance) / (r * r)
 	for d := n + k - 1; j >= 0; d-- {
-		if i >= 0 && s.reps[i].slot > s.fresh[j].Slot {
+		if i >= 0 && s.reps[i].slot > fresh[j].Slot {
 			s.reps[d], s.bases[d] = s.reps[i], s.bases[i]
 			i--
 			continue
 		}
-		nc := s.fresh[j]
+		nc := fresh[j]
 		s.reps[d] = replica{slot: nc.Slot}
 		s.start(&s.reps[d], s.w.Gen(nc.Slot), tick, max(minRelevance, 1-nc.Dist2*inv))
 		s.bases[d] = protocol.State{}
@@ -389,10 +376,15 @@ func (s *Session) bump() {
 	}
 }
 
-// collect is the one pass over every replica: it applies acknowledgements, follows entities that
-// leave interest, die or are replaced, grows the priority of every entity with something to
-// send and buckets those that may be sent this tick, and drops replicas the client no longer
-// needs. State updates go out on update ticks, in the far band on updateFar ticks.
+// collect is the one pass over every replica: it applies acknowledgements (promote found them),
+// follows entities that leave interest, die or are replaced, grows the priority of every entity
+// with something to send and buckets those that may be sent this tick, and drops replicas the
+// client no longer needs. State updates go out on update ticks, in the far band on updateFar
+// ticks.
+//
+// An acknowledged record makes its state the replica's baseline, unless the baseline is newer or
+// the state has left the world's history; an acknowledged despawn drops the replica. Records
+// sent before the replica's current incarnation are ignored.
 //
 // It runs for every replica of every session every tick, so the loop keeps few values live:
 // rare cases are calls, and an unfocused session measures distances from infinity.
@@ -409,21 +401,27 @@ func (s *Session) collect(tick uint32, update, updateFar bool, fx, fy float32, f
 		fx, fy = float32(math.Inf(1)), float32(math.Inf(1))
 		far2 = float32(math.Inf(1))
 	}
-	s.counts = [nBuckets]int32{}
+	sc := s.sc
+	sc.counts = [nBuckets]int32{}
 	n := len(s.reps)
-	reps := s.reps[:n]
-	s.recBits = slices.Grow(s.recBits[:0], n)[:n]
-	s.recLen = slices.Grow(s.recLen[:0], n)[:n]
-	recBits, recLen := s.recBits, s.recLen
+	reps, acked := s.reps[:n], sc.acked[:n]
+	sc.recBits = slices.Grow(sc.recBits[:0], n)[:n]
+	sc.recLen = slices.Grow(sc.recLen[:0], n)[:n]
+	recBits, recLen := sc.recBits, sc.recLen
 	entries := s.cache.entries
 	removed := false
 	j := 0
 	for i := range reps {
 		rep := &reps[i]
-		if rep.bucket == acknowledged {
-			s.index.unset(rep.slot) // the client has dropped it
-			removed = true
-			continue
+		if a := acked[i]; a != 0 && uint32(a>>16) >= rep.minPromote {
+			if rep.leaving {
+				s.index.unset(rep.slot) // the client has dropped it
+				removed = true
+				continue
+			}
+			if mt := uint32(a >> 16); mt > rep.baseTick && tick-mt < s.history {
+				rep.baseTick, rep.clean, rep.baseSend, rep.baseStored = mt, mt, uint16(a), false
+			}
 		}
 		// Moving entities' baselines are younger than storeAge: that test goes first.
 		if tick-rep.baseTick >= s.storeAge && rep.baseTick != 0 && !rep.baseStored {
@@ -451,7 +449,7 @@ func (s *Session) collect(tick uint32, update, updateFar bool, fx, fy float32, f
 		rep.bucket = notCandidate
 		if eligible(rep, meta.Changed, tick, update && (updateFar || d2 <= far2), resend, relevance) {
 			rep.bucket = bucket(rep.priority)
-			s.counts[rep.bucket&(nBuckets-1)]++
+			sc.counts[rep.bucket&(nBuckets-1)]++
 			// The record: a delta through the world's record cache, read in slot order, or
 			// one decided when it is emitted.
 			bits, l := uint64(0), uint8(recEncoded)
@@ -548,7 +546,8 @@ func bucket(p float32) uint8 {
 // list orders the candidates by bucket, highest first, with a stable counting sort over the
 // counts collect took.
 func (s *Session) list() {
-	counts := &s.counts
+	sc := s.sc
+	counts := &sc.counts
 	var pos int32
 	for b := nBuckets - 1; b >= 0; b-- {
 		n := counts[b]
@@ -558,8 +557,8 @@ func (s *Session) list() {
 	n := int(pos)
 	s.stats.Candidates += uint64(n)
 	s.stats.LastCandidates = n
-	s.cands = slices.Grow(s.cands[:0], n)[:n]
-	cands := s.cands
+	sc.cands = slices.Grow(sc.cands[:0], n)[:n]
+	cands := sc.cands
 	for i := range s.reps {
 		if b := s.reps[i].bucket; b != notCandidate {
 			cands[counts[b&(nBuckets-1)]] = uint16(i)
@@ -601,7 +600,7 @@ func (s *Session) emit(tick uint32, budget int, nowMs uint32, flags uint8, f *Fr
 	open := false // a packet is open at off
 	last := false // the open packet is the last the budget allows
 	misses := 0
-	cands, recBits, recLen := s.cands, s.recBits, s.recLen
+	cands, recBits, recLen := s.sc.cands, s.sc.recBits, s.sc.recLen
 	for p := 0; p < len(cands) && misses < maxMisses; {
 		if !open {
 			room := min(s.cfg.MaxPacketBytes, limit-off)

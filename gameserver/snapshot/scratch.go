@@ -1,0 +1,53 @@
+package snapshot
+
+import (
+	"sync"
+
+	"github.com/netfleet/netfleet/gameserver/world"
+)
+
+// scratch holds the arrays a frame build fills and forgets. The sessions of a world share them:
+// a build takes one set and gives it back, so builds one after another reuse the same memory,
+// which stays in the CPU's caches, where each session's own copy would be fetched from main
+// memory every tick (a server's sessions together hold more than the caches).
+type scratch struct {
+	fresh []world.Hit
+	// acked is parallel to the replicas: the newest acknowledged record of each, its tick in
+	// bits 16 to 47 and its send count below; 0: none.
+	acked   []uint64
+	recBits []uint64 // parallel to the replicas: this tick's short delta records,
+	recLen  []uint8  // ... their lengths, or recEqual or recEncoded
+	cands   []uint16 // replica indices of the candidates, highest priority first
+	counts  [nBuckets]int32
+}
+
+// scratchPool holds the idle scratch sets of a world's sessions: as many as builds ever ran at
+// once, so taking one allocates nothing once warm.
+type scratchPool struct {
+	mu    sync.Mutex
+	spare []*scratch
+}
+
+func (p *scratchPool) get() *scratch {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if n := len(p.spare); n > 0 {
+		sc := p.spare[n-1]
+		p.spare = p.spare[:n-1]
+		return sc
+	}
+	const initial = 512
+	return &scratch{
+		fresh:   make([]world.Hit, 0, initial),
+		acked:   make([]uint64, 0, initial),
+		recBits: make([]uint64, 0, initial),
+		recLen:  make([]uint8, 0, initial),
+		cands:   make([]uint16, 0, initial),
+	}
+}
+
+func (p *scratchPool) put(sc *scratch) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.spare = append(p.spare, sc)
+}
