@@ -118,10 +118,12 @@ func (c Config) validate() error {
 	return errors.Join(errs...)
 }
 
-// SlotMeta is what replication reads of a slot every tick, packed together.
+// SlotMeta is what replication reads of a slot every tick, packed together in 16 bytes, so a
+// pass over a viewer's entities reads one cache line per entity from the world.
 type SlotMeta struct {
-	Changed uint32 // last tick the state changed, or the entity spawned or despawned
-	Gen     uint16 // slot generation
+	X, Y    float32 // simulated horizontal position, as XY returns it
+	Changed uint32  // last tick the state changed, or the entity spawned or despawned
+	Gen     uint16  // slot generation
 	Alive   bool
 }
 
@@ -331,6 +333,7 @@ func (w *World) quantize() {
 			w.states[s] = q
 			w.meta[s].Changed = w.tick
 		}
+		w.meta[s].X, w.meta[s].Y = w.pos[s][0], w.pos[s][1]
 	}
 	row := int(w.tick&uint32(w.cfg.HistoryTicks-1)) * len(w.states)
 	copy(w.hist[row:row+len(w.states)], w.states)
@@ -391,6 +394,7 @@ func (w *World) spawn(k Kind, p [3]float32) (ID, bool) {
 	// The state is set now so a spawn between ticks is visible at once; changed marks it new.
 	w.states[s] = w.quantized(int(s))
 	w.meta[s].Changed = w.tick
+	w.meta[s].X, w.meta[s].Y = p[0], p[1]
 	w.hist[int(w.tick&uint32(w.cfg.HistoryTicks-1))*len(w.states)+int(s)] = w.states[s]
 	return makeID(s, w.meta[s].Gen), true
 }
@@ -491,8 +495,12 @@ func (w *World) State(slot uint16) *protocol.State { return &w.states[slot] }
 // Changed is the last tick the slot's state changed (or its entity spawned or despawned).
 func (w *World) Changed(slot uint16) uint32 { return w.meta[slot].Changed }
 
-// Meta returns the slot's liveness, generation and change tick in one read.
+// Meta returns the slot's position, liveness, generation and change tick in one read.
 func (w *World) Meta(slot uint16) SlotMeta { return w.meta[slot] }
+
+// Metas returns every slot's Meta, indexed by slot, for passes over many slots. The caller must
+// not modify it; it changes at the next Step.
+func (w *World) Metas() []SlotMeta { return w.meta }
 
 // StateAt returns the slot's quantized state at a past tick, if tick is one of the last
 // HistoryTicks ticks.

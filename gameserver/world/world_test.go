@@ -101,6 +101,35 @@ func TestMovementStaysInBoundsAndChanges(t *testing.T) {
 	}
 }
 
+// TestMetaMatchesAccessors: Meta and Metas agree with the single-value accessors for every
+// slot, live or not, after spawns, despawns, avatars added between ticks and removals.
+func TestMetaMatchesAccessors(t *testing.T) {
+	cfg := restless(3)
+	cfg.LifetimeMeanSec = 1
+	w := mustNew(t, cfg)
+	for tick := range 120 {
+		w.Step(1.0 / 60)
+		switch tick % 30 {
+		case 10:
+			if _, err := w.AddAvatar(); err != nil {
+				t.Fatal(err)
+			}
+		case 20:
+			w.Remove(makeID(uint16(tick), w.Gen(uint16(tick))))
+		}
+		metas := w.Metas()
+		for s := range w.Capacity() {
+			slot := uint16(s)
+			m := w.Meta(slot)
+			x, y := w.XY(slot)
+			if m != metas[s] || m.X != x || m.Y != y || m.Alive != w.Alive(slot) || m.Gen != w.Gen(slot) || m.Changed != w.Changed(slot) {
+				t.Fatalf("tick %d slot %d: Meta %+v, Metas %+v; XY (%v, %v), Alive %v, Gen %d, Changed %d",
+					w.Tick(), s, m, metas[s], x, y, w.Alive(slot), w.Gen(slot), w.Changed(slot))
+			}
+		}
+	}
+}
+
 func TestRestingEntitiesStayUnchangedAndBump(t *testing.T) {
 	cfg := restless(2)
 	cfg.RestMinSec, cfg.RestMaxSec = 2, 4
