@@ -17,6 +17,9 @@ type scratch struct {
 	acked   []uint64
 	recBits []uint64 // parallel to the replicas: this tick's short delta records,
 	recLen  []uint8  // ... their lengths, or recEqual or recEncoded
+	bucket  []uint8  // parallel to the replicas: this tick's priority bucket, notCandidate or dropped
+	slow    []uint16 // replica indices collect's common loop left to collectOther
+	encode  []uint16 // replica indices whose deltas are not in the record cache yet
 	cands   []uint16 // replica indices of the candidates, highest priority first
 	counts  [nBuckets]int32
 }
@@ -42,6 +45,9 @@ func (p *scratchPool) get() *scratch {
 		acked:   make([]uint64, 0, initial),
 		recBits: make([]uint64, 0, initial),
 		recLen:  make([]uint8, 0, initial),
+		bucket:  make([]uint8, 0, initial),
+		slow:    make([]uint16, 0, initial),
+		encode:  make([]uint16, 0, initial),
 		cands:   make([]uint16, 0, initial),
 	}
 }

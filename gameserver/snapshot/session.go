@@ -66,10 +66,13 @@ type replica struct {
 	leaving    bool   // despawning since minPromote: it left interest, died or was replaced
 	everSent   bool   // the client may hold the entity
 	baseStored bool   // the baseline is in bases rather than read from the world's history
-	bucket     uint8  // this tick's priority bucket; notCandidate: nothing to send this tick
 }
 
-const notCandidate = 0xff
+// Buckets other than priority buckets, in scratch.bucket.
+const (
+	notCandidate = 0xff // nothing to send this tick
+	dropped      = 0xfe // the client no longer needs the replica: compact removes it
+)
 
 type sentPacket struct {
 	tick               uint32
@@ -147,6 +150,7 @@ type Session struct {
 	rtt          float32 // smoothed round trip, ticks
 	clientTick   uint32
 	resetPending bool
+	removed      bool // collect dropped replicas
 
 	enc   protocol.SnapshotEncoder
 	stats Stats
@@ -287,6 +291,7 @@ func (s *Session) BuildFrame(budget int, nowUnixMs int64, f *Frame) error {
 	s.collect(tick, update, updateFar, fx, fy, focused)
 	s.list()
 	s.emit(tick, budget, uint32(nowUnixMs), flags, f)
+	s.compact()
 	s.scratch.put(s.sc)
 	s.sc = nil
 	s.lastBuild = tick
@@ -378,106 +383,210 @@ func (s *Session) bump() {
 
 // collect is the one pass over every replica: it applies acknowledgements (promote found them),
 // follows entities that leave interest, die or are replaced, grows the priority of every entity
-// with something to send and buckets those that may be sent this tick, and drops replicas the
-// client no longer needs. State updates go out on update ticks, in the far band on updateFar
-// ticks.
+// with something to send and buckets those that may be sent this tick, and marks replicas the
+// client no longer needs for compact to drop. State updates go out on update ticks, in the far
+// band on updateFar ticks.
 //
 // An acknowledged record makes its state the replica's baseline, unless the baseline is newer or
 // the state has left the world's history; an acknowledged despawn drops the replica. Records
 // sent before the replica's current incarnation are ignored.
 //
-// It runs for every replica of every session every tick, so the loop keeps few values live:
-// rare cases are calls, and an unfocused session measures distances from infinity.
+// It runs for every replica of every session every tick. Its loop handles the common case, an
+// entity that stays in interest with an acknowledged baseline, with no calls, so that its values
+// stay in registers (a call clobbers them all); it leaves every other replica, and every delta
+// not in the world's record cache yet, to later loops. The replicas do not depend on one another,
+// so the order they are handled in changes nothing.
 func (s *Session) collect(tick uint32, update, updateFar bool, fx, fy float32, focused bool) {
-	resend := uint32(s.rtt) + 2
-	r2 := s.cfg.InterestRadius * s.cfg.InterestRadius
-	exit2 := r2 * exitFactor * exitFactor
-	inv := (1 - minRelevance) / r2
-	far2 := float32(math.Inf(1))
+	p := pass{tick: tick, resend: uint32(s.rtt) + 2, update: update, updateFar: updateFar, fx: fx, fy: fy}
+	p.r2 = s.cfg.InterestRadius * s.cfg.InterestRadius
+	p.exit2 = p.r2 * exitFactor * exitFactor
+	p.inv = (1 - minRelevance) / p.r2
+	p.far2 = float32(math.Inf(1))
 	if s.cfg.FarRadius > 0 && updateFar != update {
-		far2 = s.cfg.FarRadius * s.cfg.FarRadius
+		p.far2 = s.cfg.FarRadius * s.cfg.FarRadius
 	}
 	if !focused {
-		fx, fy = float32(math.Inf(1)), float32(math.Inf(1))
-		far2 = float32(math.Inf(1))
+		p.fx, p.fy = float32(math.Inf(1)), float32(math.Inf(1))
+		p.far2 = float32(math.Inf(1))
 	}
 	sc := s.sc
 	sc.counts = [nBuckets]int32{}
 	n := len(s.reps)
-	reps, acked := s.reps[:n], sc.acked[:n]
 	sc.recBits = slices.Grow(sc.recBits[:0], n)[:n]
 	sc.recLen = slices.Grow(sc.recLen[:0], n)[:n]
-	recBits, recLen := sc.recBits, sc.recLen
-	entries := s.cache.entries
-	removed := false
-	j := 0
-	for i := range reps {
-		rep := &reps[i]
-		if a := acked[i]; a != 0 && uint32(a>>16) >= rep.minPromote {
-			if rep.leaving {
-				s.index.unset(rep.slot) // the client has dropped it
-				removed = true
-				continue
-			}
-			if mt := uint32(a >> 16); mt > rep.baseTick && tick-mt < s.history {
-				rep.baseTick, rep.clean, rep.baseSend, rep.baseStored = mt, mt, uint16(a), false
-			}
-		}
-		// Moving entities' baselines are younger than storeAge: that test goes first.
-		if tick-rep.baseTick >= s.storeAge && rep.baseTick != 0 && !rep.baseStored {
-			s.storeBaseline(rep, i)
-		}
-		meta := s.w.Meta(rep.slot)
-		x, y := s.w.XY(rep.slot)
-		d2 := (x-fx)*(x-fx) + (y-fy)*(y-fy)
-		if !meta.Alive {
-			d2 = float32(math.Inf(1))
-		}
-		relevance := 1 - d2*inv
-		if relevance < minRelevance {
-			relevance = minRelevance
-		}
-		if rep.leaving || meta.Gen != rep.gen || !meta.Alive || d2 > exit2 {
-			if !s.follow(rep, meta, tick, d2 <= r2, relevance) {
-				removed = true
-				continue
-			}
-		}
-		if j != i {
-			rep = s.move(j, i)
-		}
-		rep.bucket = notCandidate
-		if eligible(rep, meta.Changed, tick, update && (updateFar || d2 <= far2), resend, relevance) {
-			rep.bucket = bucket(rep.priority)
-			sc.counts[rep.bucket&(nBuckets-1)]++
-			// The record: a delta through the world's record cache, read in slot order, or
-			// one decided when it is emitted.
-			bits, l := uint64(0), uint8(recEncoded)
-			if age := tick - rep.baseTick; !rep.leaving && rep.baseTick != 0 && age <= protocol.MaxBaselineAge &&
-				rep.sendCount-rep.baseSend-1 < protocol.HistoryDepth-1 {
-				e := &entries[int(rep.slot)*cacheWays+int(age&(cacheWays-1))]
-				if k := e.key.Load(); k>>recordLenBits == uint64(tick)<<(32-recordLenBits)|uint64(age) {
-					bits, l = e.bits, uint8(k) // recEqual, or a short delta's length
-				} else {
-					bits, l = s.encodeDelta(e, uint16(j), tick, age)
-				}
-			}
-			recBits[j], recLen[j] = bits, l
-		}
-		j++
+	sc.bucket = slices.Grow(sc.bucket[:0], n)[:n]
+	sc.slow = slices.Grow(sc.slow[:0], n)[:n]
+	sc.encode = slices.Grow(sc.encode[:0], n)[:n]
+	slow, encode := s.collectCommon(&p)
+	s.removed = false
+	for _, i := range sc.slow[:slow] {
+		s.collectOther(&p, int(i))
 	}
-	s.reps, s.bases = reps[:j], s.bases[:j]
-	if removed {
-		s.index.recount()
+	for _, i := range sc.encode[:encode] {
+		s.encodeDelta(i, tick)
 	}
 }
 
-// move moves replica i, with its stored baseline, to j, closing the gap dropped replicas left.
-//
-//go:noinline
-func (s *Session) move(j, i int) *replica {
-	s.reps[j], s.bases[j] = s.reps[i], s.bases[i]
-	return &s.reps[j]
+// pass holds collect's values for one frame.
+type pass struct {
+	tick, resend      uint32
+	update, updateFar bool
+	// Distances are squared, in m², from the focus (fx, fy).
+	fx, fy, r2, exit2, far2 float32
+	inv                     float32 // relevance lost per m² of squared distance
+}
+
+// collectCommon handles the replicas of entities alive, of the same incarnation and within the
+// exit radius, that are not leaving, with an acknowledged baseline younger than storeAge (once
+// this frame's acknowledgement applies). It lists the other replicas in sc.slow and those whose
+// delta is not in the record cache in sc.encode, and returns how many of each it listed.
+func (s *Session) collectCommon(p *pass) (slow, encode int) {
+	sc := s.sc
+	n := len(s.reps)
+	reps, acked, metas := s.reps[:n], sc.acked[:n], s.w.Metas()
+	recBits, recLen, buckets := sc.recBits[:n], sc.recLen[:n], sc.bucket[:n]
+	slowList, encodeList := sc.slow[:n], sc.encode[:n]
+	counts, entries := &sc.counts, s.cache.entries
+	tick, history, storeAge := p.tick, s.history, s.storeAge
+	for i := range reps {
+		rep := &reps[i]
+		buckets[i] = notCandidate
+		m := &metas[rep.slot]
+		d2 := (m.X-p.fx)*(m.X-p.fx) + (m.Y-p.fy)*(m.Y-p.fy)
+		if rep.leaving || !m.Alive || m.Gen != rep.gen || d2 > p.exit2 {
+			slowList[slow] = uint16(i)
+			slow++
+			continue
+		}
+		if a := acked[i]; a != 0 {
+			if mt := uint32(a >> 16); mt >= rep.minPromote && mt > rep.baseTick && tick-mt < history {
+				rep.baseTick, rep.clean, rep.baseSend, rep.baseStored = mt, mt, uint16(a), false
+			}
+		}
+		if rep.baseTick == 0 || tick-rep.baseTick >= storeAge && !rep.baseStored {
+			slowList[slow] = uint16(i) // a spawn, or a baseline to store
+			slow++
+			continue
+		}
+		// What eligible does for a replica with a baseline, inline.
+		if m.Changed <= rep.clean {
+			rep.priority = 0
+			continue
+		}
+		if !p.update || !p.updateFar && d2 > p.far2 ||
+			tick-rep.lastSent < p.resend && rep.lastSent != 0 && m.Changed <= rep.lastSent {
+			continue
+		}
+		relevance := 1 - d2*p.inv
+		if relevance < minRelevance {
+			relevance = minRelevance
+		}
+		rep.priority += relevance
+		b := bucket(rep.priority)
+		buckets[i] = b
+		counts[b&(nBuckets-1)]++
+		// The record: a delta through the world's record cache, read in slot order, or one
+		// decided when it is emitted.
+		bits, l := uint64(0), uint8(recEncoded)
+		if age := tick - rep.baseTick; age <= protocol.MaxBaselineAge && rep.sendCount-rep.baseSend-1 < protocol.HistoryDepth-1 {
+			e := &entries[int(rep.slot)*cacheWays+int(age&(cacheWays-1))]
+			if k := e.key.Load(); k>>recordLenBits == uint64(tick)<<(32-recordLenBits)|uint64(age) {
+				bits, l = e.bits, uint8(k) // recEqual, or a short delta's length
+			} else {
+				encodeList[encode] = uint16(i)
+				encode++
+			}
+		}
+		recBits[i], recLen[i] = bits, l
+	}
+	return slow, encode
+}
+
+// collectOther handles replica i, one that collectCommon left: every case.
+func (s *Session) collectOther(p *pass, i int) {
+	sc := s.sc
+	rep := &s.reps[i]
+	tick := p.tick
+	if a := sc.acked[i]; a != 0 && uint32(a>>16) >= rep.minPromote {
+		if rep.leaving {
+			s.drop(i) // the client has dropped it
+			return
+		}
+		if mt := uint32(a >> 16); mt > rep.baseTick && tick-mt < s.history {
+			rep.baseTick, rep.clean, rep.baseSend, rep.baseStored = mt, mt, uint16(a), false
+		}
+	}
+	if tick-rep.baseTick >= s.storeAge && rep.baseTick != 0 && !rep.baseStored {
+		s.storeBaseline(rep, i)
+	}
+	meta := s.w.Meta(rep.slot)
+	d2 := (meta.X-p.fx)*(meta.X-p.fx) + (meta.Y-p.fy)*(meta.Y-p.fy)
+	if !meta.Alive {
+		d2 = float32(math.Inf(1))
+	}
+	relevance := 1 - d2*p.inv
+	if relevance < minRelevance {
+		relevance = minRelevance
+	}
+	if rep.leaving || meta.Gen != rep.gen || !meta.Alive || d2 > p.exit2 {
+		if !s.follow(rep, meta, tick, d2 <= p.r2, relevance) {
+			s.drop(i)
+			return
+		}
+	}
+	if !eligible(rep, meta.Changed, tick, p.update && (p.updateFar || d2 <= p.far2), p.resend, relevance) {
+		return
+	}
+	b := bucket(rep.priority)
+	sc.bucket[i] = b
+	sc.counts[b&(nBuckets-1)]++
+	bits, l := uint64(0), uint8(recEncoded)
+	if age := tick - rep.baseTick; !rep.leaving && rep.baseTick != 0 && age <= protocol.MaxBaselineAge &&
+		rep.sendCount-rep.baseSend-1 < protocol.HistoryDepth-1 {
+		e := &s.cache.entries[int(rep.slot)*cacheWays+int(age&(cacheWays-1))]
+		if k := e.key.Load(); k>>recordLenBits == uint64(tick)<<(32-recordLenBits)|uint64(age) {
+			bits, l = e.bits, uint8(k)
+		} else {
+			s.encodeDelta(uint16(i), tick)
+			return
+		}
+	}
+	sc.recBits[i], sc.recLen[i] = bits, l
+}
+
+// drop marks replica i for compact to remove.
+func (s *Session) drop(i int) {
+	s.index.unset(s.reps[i].slot)
+	s.sc.bucket[i] = dropped
+	s.removed = true
+}
+
+// compact removes the replicas collect dropped, after the frame is built, moving the rest down
+// in runs.
+func (s *Session) compact() {
+	if !s.removed {
+		return
+	}
+	buckets := s.sc.bucket[:len(s.reps)]
+	j := 0
+	for i := 0; i < len(buckets); {
+		if buckets[i] == dropped {
+			i++
+			continue
+		}
+		k := i + 1
+		for k < len(buckets) && buckets[k] != dropped {
+			k++
+		}
+		if j != i {
+			copy(s.reps[j:], s.reps[i:k])
+			copy(s.bases[j:], s.bases[i:k])
+		}
+		j += k - i
+		i = k
+	}
+	s.reps, s.bases = s.reps[:j], s.bases[:j]
+	s.index.recount()
 }
 
 // storeBaseline copies replica i's baseline out of the world's history, or drops it if it aged
@@ -559,28 +668,30 @@ func (s *Session) list() {
 	s.stats.LastCandidates = n
 	sc.cands = slices.Grow(sc.cands[:0], n)[:n]
 	cands := sc.cands
-	for i := range s.reps {
-		if b := s.reps[i].bucket; b != notCandidate {
-			cands[counts[b&(nBuckets-1)]] = uint16(i)
-			counts[b&(nBuckets-1)]++
+	for i, b := range sc.bucket[:len(s.reps)] {
+		if b < nBuckets {
+			cands[counts[b]] = uint16(i)
+			counts[b]++
 		}
 	}
 }
 
-// encodeDelta encodes replica ri's delta against its baseline, age ticks old, which no session
-// has put in cache entry e this tick, and offers it to e. It returns the record as list lists
-// it.
-func (s *Session) encodeDelta(e *cacheEntry, ri uint16, tick, age uint32) (uint64, uint8) {
-	slot := s.reps[ri].slot
+// encodeDelta encodes replica ri's delta against its baseline for the frame of tick, offers it to
+// the record cache (unless another session put its own record of the slot there this tick), and
+// stores it as list lists it.
+func (s *Session) encodeDelta(ri uint16, tick uint32) {
+	rep := &s.reps[ri]
+	age := tick - rep.baseTick
 	var rec protocol.RecordBits
-	if base, cur := s.baseline(ri), s.w.State(slot); *base != *cur {
-		protocol.DeltaRecord(slot, age, base, cur, &rec)
+	if base, cur := s.baseline(ri), s.w.State(rep.slot); *base != *cur {
+		protocol.DeltaRecord(rep.slot, age, base, cur, &rec)
 	}
-	e.fill(tick, age, &rec)
+	s.cache.entries[int(rep.slot)*cacheWays+int(age&(cacheWays-1))].fill(tick, age, &rec)
 	if rec.N > 64 {
-		return 0, recEncoded
+		s.sc.recBits[ri], s.sc.recLen[ri] = 0, recEncoded
+		return
 	}
-	return rec.W[0], uint8(rec.N)
+	s.sc.recBits[ri], s.sc.recLen[ri] = rec.W[0], uint8(rec.N)
 }
 
 // maxMisses is how many records that do not fit the frame's last packet are skipped looking for
