@@ -300,9 +300,18 @@ func TestQueryMatchesBruteForce(t *testing.T) {
 	}
 	r := rng{s: 99}
 	var hits []Hit
-	for range 200 {
+	for round := range 2000 {
 		x, y := (2*r.float()-1)*600, (2*r.float()-1)*600
 		radius := r.float() * 400
+		if round%2 == 1 {
+			// An entity exactly on the circle, which only rounding keeps in or out.
+			s := int(r.next() % uint64(w.Capacity()))
+			for !w.Alive(uint16(s)) {
+				s = (s + 1) % w.Capacity()
+			}
+			p := w.pos[s]
+			radius = float32(math.Sqrt(float64((p[0]-x)*(p[0]-x) + (p[1]-y)*(p[1]-y))))
+		}
 		hits = w.Query(x, y, radius, hits[:0])
 		got := map[uint16]float32{}
 		for _, h := range hits {
