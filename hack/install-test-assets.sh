@@ -18,27 +18,46 @@ die() { printf '[test-assets] ERROR: %s\n' "$*" >&2; exit 1; }
 command -v go >/dev/null || die "go is not on PATH"
 mkdir -p "$OUT" "$WORK"
 
-# build_module <name> <dir> <go.mod body> <main.go body> [ldflags]
+# build_module <dir> <go.mod body> <main.go body or ""> <ldflags> <name=package>...: builds the
+# named binaries that are not in $OUT yet in one go build, so the packages they share compile once.
+# A package "." is the module's own main.go.
 build_module() {
-	local name=$1 dir=$2 gomod=$3 main=$4 ldflags=${5:-}
-	if [ -x "$OUT/$name" ]; then
-		log "$name already built at $OUT/$name; skipping"
-		return
-	fi
-	log "building $name into $OUT (first build takes several minutes)"
-	rm -rf "$dir" && mkdir -p "$dir"
+	local dir=$1 gomod=$2 main=$3 ldflags=$4
+	shift 4
+	local names=() pkgs=() pair
+	for pair in "$@"; do
+		if [ -x "$OUT/${pair%%=*}" ]; then
+			log "${pair%%=*} already built at $OUT/${pair%%=*}; skipping"
+			continue
+		fi
+		names+=("${pair%%=*}")
+		pkgs+=("${pair#*=}")
+	done
+	[ ${#names[@]} -gt 0 ] || return 0
+	log "building ${names[*]} into $OUT (the first build takes several minutes)"
+	rm -rf "$dir" && mkdir -p "$dir/out"
 	printf '%s\n' "$gomod" >"$dir/go.mod"
-	printf '%s\n' "$main" >"$dir/main.go"
-	(cd "$dir" && GOFLAGS=-mod=mod go mod tidy) || die "go mod tidy failed for $name"
-	(cd "$dir" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w $ldflags" -o "$OUT/$name.tmp" .) ||
-		die "go build failed for $name"
-	mv "$OUT/$name.tmp" "$OUT/$name"
-	log "$name built: $("$OUT/$name" --version 2>/dev/null | head -n1 || true)"
+	if [ -n "$main" ]; then
+		printf '%s\n' "$main" >"$dir/main.go"
+		(cd "$dir" && GOFLAGS=-mod=mod go mod tidy) || die "go mod tidy failed for ${names[*]}"
+	fi
+	# -mod=mod lets go build complete go.mod and go.sum for packages of a required module that
+	# the module itself does not import (go mod tidy would drop that requirement).
+	(cd "$dir" && CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -ldflags "-s -w $ldflags" -o out/ "${pkgs[@]}") ||
+		die "go build failed for ${names[*]}"
+	local i
+	for i in "${!names[@]}"; do
+		local built=$dir/out/${pkgs[$i]##*/}
+		[ "${pkgs[$i]}" != . ] || built=$dir/out/$(basename "$dir")
+		mv "$built" "$OUT/${names[$i]}"
+		log "${names[$i]} built: $("$OUT/${names[$i]}" version --client 2>/dev/null | head -n1 || "$OUT/${names[$i]}" --version 2>/dev/null | head -n1 || true)"
+	done
 }
 
-# kube-apiserver: k8s.io/kubernetes points its staging modules at ./staging/src; replace each with
-# the published module of the same minor version, read from kubernetes' own go.mod.
-if [ ! -x "$OUT/kube-apiserver" ]; then
+# kube-apiserver and kubectl, built as Kubernetes builds them: its own main packages from
+# k8s.io/kubernetes, whose go.mod points the staging modules at ./staging/src; each is replaced with
+# the published module of the same minor version, read from that go.mod.
+if [ ! -x "$OUT/kube-apiserver" ] || [ ! -x "$OUT/kubectl" ]; then
 	log "resolving k8s.io/kubernetes $KUBE_VERSION staging modules"
 	modfile=$(cd "$WORK" && GOFLAGS=-mod=mod go mod download -json "k8s.io/kubernetes@$KUBE_VERSION" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')
 	[ -f "$modfile" ] || die "could not download the go.mod of k8s.io/kubernetes@$KUBE_VERSION"
@@ -46,27 +65,19 @@ if [ ! -x "$OUT/kube-apiserver" ]; then
 	n=$(printf '%s\n' "$replaces" | grep -c replace || true)
 	[ "$n" -gt 20 ] || die "expected the staging replace list in $modfile, found $n entries"
 	log "replacing $n staging modules with $STAGING_VERSION"
-	build_module kube-apiserver "$WORK/kube-apiserver" "module netfleet.local/kube-apiserver
+	build_module "$WORK/kubernetes" "module netfleet.local/kubernetes
 
 go 1.26
 
 require k8s.io/kubernetes $KUBE_VERSION
 
-$replaces" 'package main
-
-import (
-	"os"
-
-	"k8s.io/component-base/cli"
-	"k8s.io/kubernetes/cmd/kube-apiserver/app"
-)
-
-func main() { os.Exit(cli.Run(app.NewAPIServerCommand())) }' "-X k8s.io/component-base/version.gitVersion=$KUBE_VERSION"
+$replaces" "" "-X k8s.io/component-base/version.gitVersion=$KUBE_VERSION" \
+		kube-apiserver=k8s.io/kubernetes/cmd/kube-apiserver kubectl=k8s.io/kubernetes/cmd/kubectl
 else
-	log "kube-apiserver already built at $OUT/kube-apiserver; skipping"
+	log "kube-apiserver and kubectl already built in $OUT; skipping"
 fi
 
-build_module etcd "$WORK/etcd" "module netfleet.local/etcd
+build_module "$WORK/etcd" "module netfleet.local/etcd
 
 go 1.26
 
@@ -78,21 +89,6 @@ import (
 	"go.etcd.io/etcd/server/v3/etcdmain"
 )
 
-func main() { etcdmain.Main(os.Args) }'
-
-build_module kubectl "$WORK/kubectl" "module netfleet.local/kubectl
-
-go 1.26
-
-require k8s.io/kubectl $STAGING_VERSION" 'package main
-
-import (
-	"os"
-
-	"k8s.io/component-base/cli"
-	"k8s.io/kubectl/pkg/cmd"
-)
-
-func main() { os.Exit(cli.Run(cmd.NewDefaultKubectlCommand())) }' "-X k8s.io/component-base/version.gitVersion=$STAGING_VERSION"
+func main() { etcdmain.Main(os.Args) }' "" etcd=.
 
 log "test assets ready in $OUT"
