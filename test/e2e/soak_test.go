@@ -25,9 +25,9 @@ import (
 // a long load run has no place in every test run. It is bounded below so that every third of the
 // run holds several samples, and above so that one swarm of bots outlives it.
 const (
-	soakDurationEnv     = "NETFLEET_SOAK_DURATION"
-	minSoakDuration     = time.Minute
-	maxSoakDuration     = botswarm.MaxDuration - 10*time.Minute
+	soakDurationEnv = "NETFLEET_SOAK_DURATION"
+	minSoakDuration = time.Minute
+	maxSoakDuration = botswarm.MaxDuration - 10*time.Minute
 
 	// sampleEvery is the sampling period of every process's RSS and goroutine count.
 	sampleEvery = 10 * time.Second
