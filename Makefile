@@ -39,6 +39,12 @@ tools: ## Install the pinned Go tools into bin/.
 test-assets: ## Build kube-apiserver, etcd and kubectl into bin/k8s/<version> (skipped when present).
 	hack/install-test-assets.sh
 
+# The tools and the control plane build side by side: each go build leaves a core idle while it
+# downloads modules and links, which the other fills.
+.PHONY: setup
+setup: deps ## deps, then tools and test-assets side by side.
+	$(MAKE) --no-print-directory -j2 tools test-assets
+
 ##@ Code generation
 
 .PHONY: generate
@@ -68,17 +74,17 @@ build: ## Build every command into bin/ (the operator with CGO_ENABLED=0).
 ##@ Run
 
 .PHONY: demo
-demo: deps tools test-assets ## Run netfleet end to end on this machine: a Fleet, bots through linkem, a live netcode change; report in _out/demo/.
+demo: setup ## Run netfleet end to end on this machine: a Fleet, bots through linkem, a live netcode change; report in _out/demo/.
 	hack/demo.sh
 
 .PHONY: dev
-dev: deps tools test-assets ## Run the local control plane until Ctrl-C, for kubectl (KUBECONFIG=_out/dev/kubeconfig).
+dev: setup ## Run the local control plane until Ctrl-C, for kubectl (KUBECONFIG=_out/dev/kubeconfig).
 	hack/dev.sh
 
 ##@ Test
 
 .PHONY: test
-test: deps tools test-assets verify ## Install what is needed, verify, and run every test.
+test: setup verify ## Install what is needed, verify, and run every test.
 	hack/test.sh
 
 .PHONY: test-only
@@ -86,7 +92,7 @@ test-only: ## Run every test, assuming set-up is done.
 	hack/test.sh
 
 .PHONY: soak
-soak: deps tools test-assets ## Soak for SOAK_DURATION (default 30m; not in CI): churn, impairment, live edits; RSS and goroutines must stay flat; _out/soak/.
+soak: setup ## Soak for SOAK_DURATION (default 30m; not in CI): churn, impairment, live edits; RSS and goroutines must stay flat; _out/soak/.
 	hack/soak.sh
 
 .PHONY: bench
