@@ -214,29 +214,69 @@ func (e *SnapshotEncoder) Append(r *RecordBits) bool {
 	return true
 }
 
-// AppendBits writes records of 1 to 64 bits, for each i in at in order the low n[i] bits of v[i],
+// AppendBits writes records of 1 to 64 bits, the low n[i] bits of v[i] for each i in order,
 // until one does not fit or has another length; it returns how many it wrote. It is Append for
-// runs of the short records that make up most packets, with the writer's state in registers;
-// at lists the records, say in priority order, of arrays kept in another order.
-func (e *SnapshotEncoder) AppendBits(v []uint64, n []uint8, at []uint16) int {
+// runs of the short records that make up most packets, with the writer's state in registers.
+func (e *SnapshotEncoder) AppendBits(v []uint64, n []uint8) int {
+	n = n[:min(len(n), len(v))]
+	j := e.appendWords(v[:len(n)], n)
+	return j + e.appendTail(v[j:len(n)], n[j:])
+}
+
+// appendWords is AppendBits for the records that end at least 8 bytes before the end of the
+// buffer. It stores the word of pending bits after every record, whole or not, and moves on to
+// the next word only once it is full, which takes no branch: the records' lengths follow no
+// pattern the CPU could predict a branch on.
+func (e *SnapshotEncoder) appendWords(v []uint64, n []uint8) int {
+	w := &e.w
+	room := w.limit - w.bits
+	acc, nacc, o := w.acc, w.nacc, w.n
+	buf := w.buf
+	last := len(buf) - 8 // the last offset a word can be stored at
+	v = v[:len(n)]
+	j := 0
+	for ; j < len(n); j++ {
+		k := uint(n[j])
+		if k-1 >= 64 || int(k) > room || o > last {
+			break
+		}
+		room -= int(k)
+		x := v[j] & (^uint64(0) >> ((64 - k) & 63)) // the low k bits; k is 1 to 64
+		lo := acc | x<<(nacc&63)
+		binary.LittleEndian.PutUint64(buf[o:o+8], lo)
+		hi := x >> 1 >> ((63 - nacc) & 63) // x >> (64 - nacc), 0 when nacc is 0
+		nacc += k
+		full := nacc >> 6 // 1: lo is a full word, stored for good, and hi starts the next
+		o += int(full) << 3
+		acc = lo
+		if full != 0 {
+			acc = hi
+		}
+		nacc &= 63
+	}
+	w.acc, w.nacc, w.n = acc, nacc, o
+	w.bits = w.limit - room
+	e.records += j
+	return j
+}
+
+// appendTail is AppendBits for the records appendWords left.
+func (e *SnapshotEncoder) appendTail(v []uint64, n []uint8) int {
 	w := &e.w
 	// Few values live in the loop, so they stay in registers: the room left, the pending bits,
 	// and the unwritten rest of the buffer.
 	room := w.limit - w.bits
 	acc, nacc := w.acc, w.nacc
 	out := w.buf[w.n:]
+	v = v[:len(n)]
 	j := 0
-	for ; j < len(at); j++ {
-		i := int(at[j])
-		if i >= len(n) || i >= len(v) {
-			break
-		}
-		k := uint(n[i])
+	for ; j < len(n); j++ {
+		k := uint(n[j])
 		if k-1 >= 64 || int(k) > room {
 			break
 		}
 		room -= int(k)
-		x := v[i] << ((64 - k) & 63) >> ((64 - k) & 63) // the low k bits; k is 1 to 64
+		x := v[j] << ((64 - k) & 63) >> ((64 - k) & 63) // the low k bits; k is 1 to 64
 		acc |= x << (nacc & 63)
 		if nacc += k; nacc >= 64 {
 			// Within buf: the bits are within limit <= 8*len(buf).

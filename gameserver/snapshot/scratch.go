@@ -18,10 +18,12 @@ type scratch struct {
 	recBits []uint64 // parallel to the replicas: this tick's short delta records,
 	recLen  []uint8  // ... their lengths, or recEqual or recEncoded
 	bucket  []uint8  // parallel to the replicas: this tick's priority bucket, notCandidate or dropped
-	slow    []uint16 // replica indices collect's common loop left to collectOther
 	encode  []uint16 // replica indices whose deltas are not in the record cache yet
 	cands   []uint16 // replica indices of the candidates, highest priority first
-	counts  [nBuckets]int32
+	// candBits and candLen are recBits and recLen of the candidates, in their order.
+	candBits []uint64
+	candLen  []uint8
+	counts   [nBuckets]int32
 }
 
 // scratchPool holds the idle scratch sets of a world's sessions: as many as builds ever ran at
@@ -41,14 +43,15 @@ func (p *scratchPool) get() *scratch {
 	}
 	const initial = 512
 	return &scratch{
-		fresh:   make([]world.Hit, 0, initial),
-		acked:   make([]uint64, 0, initial),
-		recBits: make([]uint64, 0, initial),
-		recLen:  make([]uint8, 0, initial),
-		bucket:  make([]uint8, 0, initial),
-		slow:    make([]uint16, 0, initial),
-		encode:  make([]uint16, 0, initial),
-		cands:   make([]uint16, 0, initial),
+		fresh:    make([]world.Hit, 0, initial),
+		acked:    make([]uint64, 0, initial),
+		recBits:  make([]uint64, 0, initial),
+		recLen:   make([]uint8, 0, initial),
+		bucket:   make([]uint8, 0, initial),
+		encode:   make([]uint16, 0, initial),
+		cands:    make([]uint16, 0, initial),
+		candBits: make([]uint64, 0, initial),
+		candLen:  make([]uint8, 0, initial),
 	}
 }
 

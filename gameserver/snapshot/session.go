@@ -72,6 +72,7 @@ type replica struct {
 const (
 	notCandidate = 0xff // nothing to send this tick
 	dropped      = 0xfe // the client no longer needs the replica: compact removes it
+	other        = 0xfd // classify left the replica to collectOther
 )
 
 type sentPacket struct {
@@ -397,17 +398,20 @@ func (s *Session) bump() {
 // not in the world's record cache yet, to later loops. The replicas do not depend on one another,
 // so the order they are handled in changes nothing.
 func (s *Session) collect(tick uint32, update, updateFar bool, fx, fy float32, focused bool) {
-	p := pass{tick: tick, resend: uint32(s.rtt) + 2, update: update, updateFar: updateFar, fx: fx, fy: fy}
+	p := pass{tick: tick, resend: uint32(s.rtt) + 2, history: s.history, storeAge: s.storeAge, fx: fx, fy: fy}
 	p.r2 = s.cfg.InterestRadius * s.cfg.InterestRadius
 	p.exit2 = p.r2 * exitFactor * exitFactor
 	p.inv = (1 - minRelevance) / p.r2
-	p.far2 = float32(math.Inf(1))
-	if s.cfg.FarRadius > 0 && updateFar != update {
-		p.far2 = s.cfg.FarRadius * s.cfg.FarRadius
+	switch {
+	case !update:
+		p.due2 = -1
+	case updateFar || s.cfg.FarRadius == 0 || !focused:
+		p.due2 = float32(math.Inf(1))
+	default:
+		p.due2 = s.cfg.FarRadius * s.cfg.FarRadius
 	}
 	if !focused {
 		p.fx, p.fy = float32(math.Inf(1)), float32(math.Inf(1))
-		p.far2 = float32(math.Inf(1))
 	}
 	sc := s.sc
 	sc.counts = [nBuckets]int32{}
@@ -415,14 +419,16 @@ func (s *Session) collect(tick uint32, update, updateFar bool, fx, fy float32, f
 	sc.recBits = slices.Grow(sc.recBits[:0], n)[:n]
 	sc.recLen = slices.Grow(sc.recLen[:0], n)[:n]
 	sc.bucket = slices.Grow(sc.bucket[:0], n)[:n]
-	sc.slow = slices.Grow(sc.slow[:0], n)[:n]
 	sc.encode = slices.Grow(sc.encode[:0], n)[:n]
-	slow, encode := s.collectCommon(&p)
-	s.removed = false
-	for _, i := range sc.slow[:slow] {
-		s.collectOther(&p, int(i))
+	if s.classify(&p) {
+		s.removed = false
+		for i, b := range sc.bucket[:n] {
+			if b == other {
+				s.collectOther(&p, i)
+			}
+		}
 	}
-	for _, i := range sc.encode[:encode] {
+	for _, i := range sc.encode[:s.findRecords(tick)] {
 		s.encodeDelta(i, tick)
 	}
 }
@@ -430,65 +436,73 @@ func (s *Session) collect(tick uint32, update, updateFar bool, fx, fy float32, f
 // pass holds collect's values for one frame.
 type pass struct {
 	tick, resend      uint32
-	update, updateFar bool
+	history, storeAge uint32 // the session's
 	// Distances are squared, in m², from the focus (fx, fy).
-	fx, fy, r2, exit2, far2 float32
-	inv                     float32 // relevance lost per m² of squared distance
+	fx, fy, r2, exit2 float32
+	due2              float32 // state updates are due within this distance: none, the near disc or all
+	inv               float32 // relevance lost per m² of squared distance
 }
 
-// collectCommon handles the replicas of entities alive, of the same incarnation and within the
-// exit radius, that are not leaving, with an acknowledged baseline younger than storeAge (once
-// this frame's acknowledgement applies). It lists the other replicas in sc.slow and those whose
-// delta is not in the record cache in sc.encode, and returns how many of each it listed.
-func (s *Session) collectCommon(p *pass) (slow, encode int) {
+// classify handles the replicas of entities alive, of the same incarnation and within the exit
+// radius, that are not leaving and have an acknowledged baseline younger than storeAge once this
+// frame's acknowledgement applies: it applies the acknowledgement, does what eligible does for a
+// replica with a baseline, and buckets and counts the candidates. It marks the other replicas
+// other, for collectOther, and reports whether there are any.
+func (s *Session) classify(p *pass) (others bool) {
 	sc := s.sc
 	n := len(s.reps)
-	reps, acked, metas := s.reps[:n], sc.acked[:n], s.w.Metas()
-	recBits, recLen, buckets := sc.recBits[:n], sc.recLen[:n], sc.bucket[:n]
-	slowList, encodeList := sc.slow[:n], sc.encode[:n]
-	counts, entries := &sc.counts, s.cache.entries
-	tick, history, storeAge := p.tick, s.history, s.storeAge
+	reps, acked, metas, buckets := s.reps[:n], sc.acked[:n], s.w.Metas(), sc.bucket[:n]
+	counts := &sc.counts
 	for i := range reps {
 		rep := &reps[i]
-		buckets[i] = notCandidate
 		m := &metas[rep.slot]
 		d2 := (m.X-p.fx)*(m.X-p.fx) + (m.Y-p.fy)*(m.Y-p.fy)
 		if rep.leaving || !m.Alive || m.Gen != rep.gen || d2 > p.exit2 {
-			slowList[slow] = uint16(i)
-			slow++
+			buckets[i], others = other, true
 			continue
 		}
 		if a := acked[i]; a != 0 {
-			if mt := uint32(a >> 16); mt >= rep.minPromote && mt > rep.baseTick && tick-mt < history {
+			if mt := uint32(a >> 16); mt >= rep.minPromote && mt > rep.baseTick && p.tick-mt < p.history {
 				rep.baseTick, rep.clean, rep.baseSend, rep.baseStored = mt, mt, uint16(a), false
 			}
 		}
-		if rep.baseTick == 0 || tick-rep.baseTick >= storeAge && !rep.baseStored {
-			slowList[slow] = uint16(i) // a spawn, or a baseline to store
-			slow++
+		if rep.baseTick == 0 || p.tick-rep.baseTick >= p.storeAge && !rep.baseStored {
+			buckets[i], others = other, true // a spawn, or a baseline to store
 			continue
 		}
-		// What eligible does for a replica with a baseline, inline.
+		b := uint8(notCandidate)
 		if m.Changed <= rep.clean {
 			rep.priority = 0
-			continue
+		} else if d2 <= p.due2 && (p.tick-rep.lastSent >= p.resend || rep.lastSent == 0 || m.Changed > rep.lastSent) {
+			relevance := 1 - d2*p.inv
+			if relevance < minRelevance {
+				relevance = minRelevance
+			}
+			rep.priority += relevance
+			b = bucket(rep.priority)
+			counts[b&(nBuckets-1)]++
 		}
-		if !p.update || !p.updateFar && d2 > p.far2 ||
-			tick-rep.lastSent < p.resend && rep.lastSent != 0 && m.Changed <= rep.lastSent {
-			continue
-		}
-		relevance := 1 - d2*p.inv
-		if relevance < minRelevance {
-			relevance = minRelevance
-		}
-		rep.priority += relevance
-		b := bucket(rep.priority)
 		buckets[i] = b
-		counts[b&(nBuckets-1)]++
-		// The record: a delta through the world's record cache, read in slot order, or one
-		// decided when it is emitted.
+	}
+	return others
+}
+
+// findRecords finds the delta records of the candidates in the world's record cache, in slot
+// order, or lists them in sc.encode; it returns how many it listed. Other records are decided
+// when they are emitted.
+func (s *Session) findRecords(tick uint32) (encode int) {
+	sc := s.sc
+	n := len(s.reps)
+	reps, buckets, recBits, recLen := s.reps[:n], sc.bucket[:n], sc.recBits[:n], sc.recLen[:n]
+	encodeList, entries := sc.encode[:n], s.cache.entries
+	for i, b := range buckets {
+		if b >= nBuckets {
+			continue
+		}
+		rep := &reps[i]
 		bits, l := uint64(0), uint8(recEncoded)
-		if age := tick - rep.baseTick; age <= protocol.MaxBaselineAge && rep.sendCount-rep.baseSend-1 < protocol.HistoryDepth-1 {
+		if age := tick - rep.baseTick; age <= protocol.MaxBaselineAge && rep.baseTick != 0 && !rep.leaving &&
+			rep.sendCount-rep.baseSend-1 < protocol.HistoryDepth-1 {
 			e := &entries[int(rep.slot)*cacheWays+int(age&(cacheWays-1))]
 			if k := e.key.Load(); k>>recordLenBits == uint64(tick)<<(32-recordLenBits)|uint64(age) {
 				bits, l = e.bits, uint8(k) // recEqual, or a short delta's length
@@ -499,12 +513,13 @@ func (s *Session) collectCommon(p *pass) (slow, encode int) {
 		}
 		recBits[i], recLen[i] = bits, l
 	}
-	return slow, encode
+	return encode
 }
 
-// collectOther handles replica i, one that collectCommon left: every case.
+// collectOther handles replica i, one that classify left: every case.
 func (s *Session) collectOther(p *pass, i int) {
 	sc := s.sc
+	sc.bucket[i] = notCandidate
 	rep := &s.reps[i]
 	tick := p.tick
 	if a := sc.acked[i]; a != 0 && uint32(a>>16) >= rep.minPromote {
@@ -534,24 +549,12 @@ func (s *Session) collectOther(p *pass, i int) {
 			return
 		}
 	}
-	if !eligible(rep, meta.Changed, tick, p.update && (p.updateFar || d2 <= p.far2), p.resend, relevance) {
+	if !eligible(rep, meta.Changed, tick, p.due2 >= 0 && d2 <= p.due2, p.resend, relevance) {
 		return
 	}
 	b := bucket(rep.priority)
 	sc.bucket[i] = b
 	sc.counts[b&(nBuckets-1)]++
-	bits, l := uint64(0), uint8(recEncoded)
-	if age := tick - rep.baseTick; !rep.leaving && rep.baseTick != 0 && age <= protocol.MaxBaselineAge &&
-		rep.sendCount-rep.baseSend-1 < protocol.HistoryDepth-1 {
-		e := &s.cache.entries[int(rep.slot)*cacheWays+int(age&(cacheWays-1))]
-		if k := e.key.Load(); k>>recordLenBits == uint64(tick)<<(32-recordLenBits)|uint64(age) {
-			bits, l = e.bits, uint8(k)
-		} else {
-			s.encodeDelta(uint16(i), tick)
-			return
-		}
-	}
-	sc.recBits[i], sc.recLen[i] = bits, l
 }
 
 // drop marks replica i for compact to remove.
@@ -653,7 +656,7 @@ func bucket(p float32) uint8 {
 }
 
 // list orders the candidates by bucket, highest first, with a stable counting sort over the
-// counts collect took.
+// counts collect took, and lists their records in that order, so the encoder reads them in turn.
 func (s *Session) list() {
 	sc := s.sc
 	counts := &sc.counts
@@ -667,11 +670,16 @@ func (s *Session) list() {
 	s.stats.Candidates += uint64(n)
 	s.stats.LastCandidates = n
 	sc.cands = slices.Grow(sc.cands[:0], n)[:n]
-	cands := sc.cands
-	for i, b := range sc.bucket[:len(s.reps)] {
+	sc.candBits = slices.Grow(sc.candBits[:0], n)[:n]
+	sc.candLen = slices.Grow(sc.candLen[:0], n)[:n]
+	cands, candBits, candLen := sc.cands, sc.candBits, sc.candLen
+	m := len(s.reps)
+	recBits, recLen := sc.recBits[:m], sc.recLen[:m]
+	for i, b := range sc.bucket[:m] {
 		if b < nBuckets {
-			cands[counts[b]] = uint16(i)
-			counts[b]++
+			c := counts[b]
+			cands[c], candBits[c], candLen[c] = uint16(i), recBits[i], recLen[i]
+			counts[b] = c + 1
 		}
 	}
 }
@@ -711,7 +719,7 @@ func (s *Session) emit(tick uint32, budget int, nowMs uint32, flags uint8, f *Fr
 	open := false // a packet is open at off
 	last := false // the open packet is the last the budget allows
 	misses := 0
-	cands, recBits, recLen := s.sc.cands, s.sc.recBits, s.sc.recLen
+	cands, candBits, candLen := s.sc.cands, s.sc.candBits, s.sc.candLen
 	for p := 0; p < len(cands) && misses < maxMisses; {
 		if !open {
 			room := min(s.cfg.MaxPacketBytes, limit-off)
@@ -722,14 +730,14 @@ func (s *Session) emit(tick uint32, budget int, nowMs uint32, flags uint8, f *Fr
 			open = true
 			last = limit-off-room < minPacketBytes
 		}
-		if recLen[cands[p]]-1 < 64 { // a delta of 1 to 64 bits
-			wrote := s.enc.AppendBits(recBits, recLen, cands[p:])
+		if candLen[p]-1 < 64 { // a delta of 1 to 64 bits
+			wrote := s.enc.AppendBits(candBits[p:], candLen[p:])
 			s.sent(cands[p:p+wrote], tick)
 			s.stats.Deltas += uint64(wrote)
-			if p += wrote; p == len(cands) || recLen[cands[p]]-1 >= 64 {
+			if p += wrote; p == len(cands) || candLen[p]-1 >= 64 {
 				continue // the run ended at a record of another kind
 			}
-		} else if s.write(cands[p], recLen[cands[p]], tick) != noRoom {
+		} else if s.write(cands[p], candLen[p], tick) != noRoom {
 			p++
 			continue
 		}
