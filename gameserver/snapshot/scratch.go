@@ -3,6 +3,7 @@ package snapshot
 import (
 	"sync"
 
+	"github.com/netfleet/netfleet/gameserver/protocol"
 	"github.com/netfleet/netfleet/gameserver/world"
 )
 
@@ -15,11 +16,12 @@ type scratch struct {
 	// acked is parallel to the replicas: the newest acknowledged record of each, its tick in
 	// bits 16 to 47 and its send count below; 0: none.
 	acked   []uint64
-	recBits []uint64 // parallel to the replicas: this tick's short delta records,
-	recLen  []uint8  // ... their lengths, or recEqual or recEncoded
-	bucket  []uint8  // parallel to the replicas: this tick's priority bucket, notCandidate or dropped
-	encode  []uint16 // replica indices whose deltas are not in the record cache yet
-	cands   []uint16 // replica indices of the candidates, highest priority first
+	recBits []uint64         // parallel to the replicas: this tick's short delta records,
+	recLen  []uint8          // ... their lengths, or recEqual or recEncoded
+	bucket  []uint8          // parallel to the replicas: this tick's priority bucket, notCandidate or dropped
+	encode  []uint16         // replica indices whose deltas are not in the record cache yet
+	states  []protocol.State // the baseline and the current state of each of encode
+	cands   []uint16         // replica indices of the candidates, highest priority first
 	// candBits and candLen are recBits and recLen of the candidates, in their order.
 	candBits []uint64
 	candLen  []uint8
@@ -49,6 +51,7 @@ func (p *scratchPool) get() *scratch {
 		recLen:   make([]uint8, 0, initial),
 		bucket:   make([]uint8, 0, initial),
 		encode:   make([]uint16, 0, initial),
+		states:   make([]protocol.State, 0, 2*initial),
 		cands:    make([]uint16, 0, initial),
 		candBits: make([]uint64, 0, initial),
 		candLen:  make([]uint8, 0, initial),

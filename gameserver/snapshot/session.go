@@ -428,8 +428,17 @@ func (s *Session) collect(tick uint32, update, updateFar bool, fx, fy float32, f
 			}
 		}
 	}
-	for _, i := range sc.encode[:s.findRecords(tick)] {
-		s.encodeDelta(i, tick)
+	// The states to encode deltas between are read first, in a loop of their own: they are in the
+	// world's history and most are out of the CPU's caches, and these loads are then in flight
+	// together.
+	encode := sc.encode[:s.findRecords(tick)]
+	states := slices.Grow(sc.states[:0], 2*len(encode))[:2*len(encode)]
+	sc.states = states
+	for k, i := range encode {
+		states[2*k], states[2*k+1] = *s.baseline(i), *s.w.State(s.reps[i].slot)
+	}
+	for k, i := range encode {
+		s.encodeDelta(i, tick, &states[2*k], &states[2*k+1])
 	}
 }
 
@@ -684,14 +693,14 @@ func (s *Session) list() {
 	}
 }
 
-// encodeDelta encodes replica ri's delta against its baseline for the frame of tick, offers it to
-// the record cache (unless another session put its own record of the slot there this tick), and
-// stores it as list lists it.
-func (s *Session) encodeDelta(ri uint16, tick uint32) {
+// encodeDelta encodes replica ri's delta from base, its baseline, to cur for the frame of tick,
+// offers it to the record cache (unless another session put its own record of the slot there this
+// tick), and stores it as list lists it.
+func (s *Session) encodeDelta(ri uint16, tick uint32, base, cur *protocol.State) {
 	rep := &s.reps[ri]
 	age := tick - rep.baseTick
 	var rec protocol.RecordBits
-	if base, cur := s.baseline(ri), s.w.State(rep.slot); *base != *cur {
+	if *base != *cur {
 		protocol.DeltaRecord(rep.slot, age, base, cur, &rec)
 	}
 	s.cache.entries[int(rep.slot)*cacheWays+int(age&(cacheWays-1))].fill(tick, age, &rec)
