@@ -44,8 +44,8 @@ func BenchmarkLossEstimator(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for range b.N {
-		e.OnSent(seq, now)
-		e.OnSent(seq+1, now)
+		e.OnSent(seq, 100, now)
+		e.OnSent(seq+1, 100, now)
 		if seq%16 != 0 { // one packet in 16 lost
 			e.OnAckField(seq-10, 0xfffffffe)
 		}

@@ -60,7 +60,8 @@ func FuzzController(f *testing.F) {
 }
 
 // FuzzLossEstimator drives an estimator with an arbitrary sequence of sends, ACKs and updates and
-// checks that the loss stays a ratio and the tracked window stays consistent.
+// checks that the loss stays a ratio, the tracked window stays consistent and the delivery count
+// never goes back.
 func FuzzLossEstimator(f *testing.F) {
 	f.Add([]byte{0, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 200})
 	f.Add([]byte{0, 0xff, 0xff, 0, 0, 0, 0, 0, 3, 0xff, 0xff, 0xff, 2, 0xff, 0xff, 0xff})
@@ -68,15 +69,16 @@ func FuzzLossEstimator(f *testing.F) {
 		var e LossEstimator
 		now := int64(0)
 		seq := uint16(0)
+		var delivered uint64
 		for i := 0; i+4 <= len(ops); i += 4 {
 			arg := binary.LittleEndian.Uint16(ops[i+1:])
 			small := ops[i+3]
 			switch ops[i] % 6 {
 			case 0: // in-order send
-				e.OnSent(seq, now)
+				e.OnSent(seq, int(small)*8, now)
 				seq++
-			case 1: // arbitrary send
-				e.OnSent(arg, now)
+			case 1: // arbitrary send, of any size
+				e.OnSent(arg, int(int16(arg))*int(small), now)
 				seq = arg + 1
 			case 2: // ack
 				e.OnAck(arg)
@@ -99,6 +101,11 @@ func FuzzLossEstimator(f *testing.F) {
 			}
 			if e.count < 0 || e.count > LossRingSize {
 				t.Fatalf("count %d", e.count)
+			}
+			if d := e.Delivered().Bytes; d < delivered {
+				t.Fatalf("delivered %d bytes after %d", d, delivered)
+			} else {
+				delivered = d
 			}
 			if math.IsNaN(e.lostW) || math.IsInf(e.totalW, 0) || e.lostW > e.totalW+1e-9 || e.lostW < 0 {
 				t.Fatalf("weights lost %v total %v", e.lostW, e.totalW)

@@ -42,6 +42,7 @@ type lossSlot struct {
 	// sentMs is the send time truncated to 32 bits; ages are taken as int32 differences, exact for
 	// ages up to 24 days.
 	sentMs uint32
+	size   uint16
 	state  uint8
 }
 
@@ -74,9 +75,23 @@ type LossEstimator struct {
 	updated       bool
 
 	// ackRTTMs is the smallest round trip sampled since the last TakeAckRTT; haveAckRTT says
-	// there is one.
-	ackRTTMs   uint32
-	haveAckRTT bool
+	// there is one. lastAckRTTMs is the latest sample, which widens the judging horizon.
+	ackRTTMs     uint32
+	haveAckRTT   bool
+	lastAckRTTMs uint32
+
+	// del is the delivery count (Delivered).
+	del Delivery
+}
+
+// Delivery is a session's delivery count: the bytes of its snapshot packets acknowledged so
+// far, when that count last grew, and when the newest packet it counts was sent (milliseconds
+// truncated to 32 bits, like the estimator's send times). Two counts taken apart give the rate
+// the path delivered at between them (Controller, via Sample).
+type Delivery struct {
+	Bytes  uint64
+	AtMs   uint32
+	SentMs uint32
 }
 
 // Reset forgets every tracked packet and the loss history.
@@ -84,24 +99,25 @@ func (e *LossEstimator) Reset() {
 	*e = LossEstimator{}
 }
 
-// OnSent records that the packet numbered seq was sent at nowMs. Sequences are expected to be
-// consecutive; a jump ahead (fewer than LossRingSize) marks the skipped numbers as never sent,
-// and any other sequence restarts tracking at seq without judging what was tracked.
-func (e *LossEstimator) OnSent(seq uint16, nowMs int64) {
+// OnSent records that the packet numbered seq, of size bytes, was sent at nowMs. Sequences are
+// expected to be consecutive; a jump ahead (fewer than LossRingSize) marks the skipped numbers as
+// never sent, and any other sequence restarts tracking at seq without judging what was tracked.
+// The size only feeds the delivery count (Delivered); sizes beyond 65535 count as 65535.
+func (e *LossEstimator) OnSent(seq uint16, size int, nowMs int64) {
 	now := uint32(nowMs)
 	if gap := int(seq - e.head); e.count > 0 && gap < LossRingSize {
 		for range gap {
-			e.push(e.head, now, slotSkipped)
+			e.push(e.head, lossSlot{sentMs: now, state: slotSkipped})
 		}
 	} else {
 		e.count, e.head = 0, seq
 	}
-	e.push(seq, now, slotSent)
+	e.push(seq, lossSlot{sentMs: now, state: slotSent, size: uint16(min(max(size, 0), math.MaxUint16))})
 }
 
-// push appends seq at head; a full ring forgets its oldest packet unjudged.
-func (e *LossEstimator) push(seq uint16, now uint32, state uint8) {
-	e.ring[seq&lossRingMask] = lossSlot{sentMs: now, state: state}
+// push appends slot as seq at head; a full ring forgets its oldest packet unjudged.
+func (e *LossEstimator) push(seq uint16, slot lossSlot) {
+	e.ring[seq&lossRingMask] = slot
 	e.head = seq + 1
 	e.count = min(e.count+1, LossRingSize)
 }
@@ -132,16 +148,47 @@ func (e *LossEstimator) OnAckField(latest uint16, preceding uint64) {
 	}
 }
 
-// OnAckFieldAt is OnAckField for an ACK that arrived at nowMs: the first ACK of the latest
-// packet also samples that packet's round trip, from its send to nowMs, for TakeAckRTT.
+// OnAckFieldAt is OnAckField for an ACK that arrived at nowMs. The first ACK of the latest
+// packet also samples that packet's round trip, from its send to nowMs, for TakeAckRTT; and the
+// bytes of the packets it acknowledges first are counted delivered at nowMs (Delivered).
 func (e *LossEstimator) OnAckFieldAt(latest uint16, preceding uint64, nowMs int64) {
+	now := uint32(nowMs)
 	if s, ok := e.sent(latest); ok {
-		if rtt := int32(uint32(nowMs) - s.sentMs); rtt >= 0 && (!e.haveAckRTT || uint32(rtt) < e.ackRTTMs) {
-			e.ackRTTMs, e.haveAckRTT = uint32(rtt), true
+		if rtt := int32(now - s.sentMs); rtt >= 0 {
+			e.lastAckRTTMs = uint32(rtt)
+			if !e.haveAckRTT || uint32(rtt) < e.ackRTTMs {
+				e.ackRTTMs, e.haveAckRTT = uint32(rtt), true
+			}
 		}
 	}
-	e.OnAckField(latest, preceding)
+	grew := e.deliver(latest, now)
+	for ; preceding != 0; preceding &= preceding - 1 {
+		grew = e.deliver(latest-1-uint16(bits.TrailingZeros64(preceding)), now) || grew
+	}
+	if grew {
+		e.del.AtMs = now
+	}
 }
+
+// deliver acknowledges seq and, if this is its first ACK, counts its bytes delivered and
+// reports true.
+func (e *LossEstimator) deliver(seq uint16, now uint32) bool {
+	s, ok := e.sent(seq)
+	if !ok {
+		return false
+	}
+	s.state = slotAcked
+	if e.del.Bytes == 0 || int32(s.sentMs-e.del.SentMs) > 0 {
+		e.del.SentMs = s.sentMs // the newest delivered; an ACK that fills in older ones keeps it
+	}
+	e.del.Bytes += uint64(s.size)
+	return true
+}
+
+// Delivered returns the delivery count, which OnAckFieldAt keeps (OnAck and OnAckField, which
+// know no arrival time, count nothing). It only grows with first ACKs: sending less makes it grow
+// more slowly, never faster.
+func (e *LossEstimator) Delivered() Delivery { return e.del }
 
 // TakeAckRTT returns the smallest round trip sampled by OnAckFieldAt since the last call, in
 // milliseconds, and starts a new sampling period; ok is false when no packet was sampled.
@@ -159,8 +206,11 @@ func (e *LossEstimator) TakeAckRTT() (ms uint32, ok bool) {
 }
 
 // Update judges every packet that is due at nowMs given the current RTT, folds the judgments
-// into the loss average and returns the loss ratio in [0, 1].
+// into the loss average and returns the loss ratio in [0, 1]. The RTT it judges by is the larger
+// of rttMs (ENet's, smoothed) and the latest acknowledgement round trip: a queue building on the
+// path delays ACKs at once, and a late ACK must not be read as loss before ENet's RTT catches up.
 func (e *LossEstimator) Update(nowMs int64, rttMs uint32) float64 {
+	rttMs = max(rttMs, e.lastAckRTTMs)
 	if !e.updated || nowMs > e.lastUpdateMs {
 		if e.updated {
 			// The difference is taken in float64: int64 subtraction could overflow.

@@ -78,7 +78,7 @@ func (l *link) tick(nowMs int64, packets int) {
 		l.toServer = l.toServer[1:]
 	}
 	for range packets {
-		l.est.OnSent(l.seq, nowMs)
+		l.est.OnSent(l.seq, 100, nowMs)
 		l.sent++
 		if l.rng.float() < l.dataLoss {
 			l.lost++
@@ -231,7 +231,7 @@ func TestLossReactionTime(t *testing.T) {
 			if lossy && onsetMs < 0 {
 				onsetMs = now
 			}
-			e.OnSent(seq, now)
+			e.OnSent(seq, 100, now)
 			if !lossy || seq%5 != 0 {
 				e.OnAck(seq) // acks arrive before the horizon; only the judgment time matters here
 			}
@@ -256,8 +256,8 @@ func TestLossReactionTime(t *testing.T) {
 func TestLossJudgmentTiming(t *testing.T) {
 	var e LossEstimator
 	const rtt = 100 // horizon rtt + max(50, rtt/2) = 150 ms
-	e.OnSent(0, 0)
-	e.OnSent(1, 10)
+	e.OnSent(0, 100, 0)
+	e.OnSent(1, 100, 10)
 	// Packet 0 is judged once packet 1 is older than 150 ms, at now = 161.
 	if got := e.Update(160, rtt); got != 0 || e.count != 2 {
 		t.Fatalf("at 160: loss %v count %d, want nothing judged", got, e.count)
@@ -271,8 +271,8 @@ func TestLossJudgmentTiming(t *testing.T) {
 	}
 	// A large RTT stretches the margin to rtt/2.
 	e.Reset()
-	e.OnSent(0, 0)
-	e.OnSent(1, 0)
+	e.OnSent(0, 100, 0)
+	e.OnSent(1, 100, 0)
 	e.OnAck(0)
 	if e.Update(600, 400); e.count != 2 {
 		t.Fatalf("count %d, want nothing judged before 400 + 200 ms", e.count)
@@ -285,14 +285,14 @@ func TestLossJudgmentTiming(t *testing.T) {
 func TestLossAckEdgeCases(t *testing.T) {
 	t.Run("late ack after judgment is ignored", func(t *testing.T) {
 		var e LossEstimator
-		e.OnSent(0, 0)
-		e.OnSent(1, 0)
+		e.OnSent(0, 100, 0)
+		e.OnSent(1, 100, 0)
 		e.OnAck(1)
 		if got := e.Update(1000, 50); got != 1 {
 			t.Fatalf("loss %v, want 1 (packet 0 judged lost)", got)
 		}
 		e.OnAck(0) // too late
-		e.OnSent(2, 1000)
+		e.OnSent(2, 100, 1000)
 		if got := e.Update(1000, 50); got != 1 {
 			t.Errorf("loss %v after a late ACK, want it unchanged at 1", got)
 		}
@@ -300,13 +300,13 @@ func TestLossAckEdgeCases(t *testing.T) {
 	t.Run("duplicate acks count once", func(t *testing.T) {
 		var e LossEstimator
 		for seq := range uint16(10) {
-			e.OnSent(seq, 0)
+			e.OnSent(seq, 100, 0)
 		}
 		for range 5 {
 			e.OnAckField(9, 0x1ff) // everything
 			e.OnAck(3)
 		}
-		e.OnSent(10, 0)
+		e.OnSent(10, 100, 0)
 		if got := e.Update(1000, 50); got != 0 {
 			t.Errorf("loss %v, want 0", got)
 		}
@@ -319,7 +319,7 @@ func TestLossAckEdgeCases(t *testing.T) {
 		e.OnAck(5) // nothing sent yet
 		e.OnAckField(0, ^uint64(0))
 		for seq := uint16(100); seq < 110; seq++ {
-			e.OnSent(seq, 0)
+			e.OnSent(seq, 100, 0)
 		}
 		for _, seq := range []uint16{110, 111, 200, 99, 0, 65535, 32768} {
 			e.OnAck(seq)
@@ -333,11 +333,11 @@ func TestLossAckEdgeCases(t *testing.T) {
 	t.Run("bitfield acknowledges the preceding packets", func(t *testing.T) {
 		var e LossEstimator
 		for seq := uint16(65530); seq != 10; seq++ { // across the wrap
-			e.OnSent(seq, 0)
+			e.OnSent(seq, 100, 0)
 		}
 		// latest 9; bits for 8, 6 and 4 (i = 0, 2, 4) and for 65531 (i = 13).
 		e.OnAckField(9, 1|1<<2|1<<4|1<<13)
-		e.OnSent(10, 0)
+		e.OnSent(10, 100, 0)
 		e.Update(1000, 50)
 		// 16 judged (65530..9), 5 acked.
 		if e.totalW != 16 || e.lostW != 11 {
@@ -368,11 +368,11 @@ func TestLossSequenceWrap(t *testing.T) {
 func TestLossNonConsecutiveSends(t *testing.T) {
 	t.Run("skipped sequences are not judged", func(t *testing.T) {
 		var e LossEstimator
-		e.OnSent(0, 0)
+		e.OnSent(0, 100, 0)
 		e.OnAck(0)
-		e.OnSent(10, 0) // 1..9 never sent
+		e.OnSent(10, 100, 0) // 1..9 never sent
 		e.OnAck(10)
-		e.OnSent(11, 0)
+		e.OnSent(11, 100, 0)
 		e.Update(1000, 50)
 		if e.totalW != 2 || e.lostW != 0 {
 			t.Errorf("judged %v lost %v, want 2 received", e.totalW, e.lostW)
@@ -381,21 +381,21 @@ func TestLossNonConsecutiveSends(t *testing.T) {
 	t.Run("going back restarts tracking without judging", func(t *testing.T) {
 		var e LossEstimator
 		for seq := range uint16(50) {
-			e.OnSent(seq, 0)
+			e.OnSent(seq, 100, 0)
 		}
-		e.OnSent(20, 0) // a resend of an old number
+		e.OnSent(20, 100, 0) // a resend of an old number
 		if e.count != 1 || e.head != 21 {
 			t.Fatalf("count %d head %d, want a restart at 20", e.count, e.head)
 		}
-		e.OnSent(21, 0)
+		e.OnSent(21, 100, 0)
 		if got := e.Update(1000, 50); got != 1 || e.totalW != 1 {
 			t.Errorf("loss %v judged %v, want only the restarted packet judged", got, e.totalW)
 		}
 	})
 	t.Run("far jump restarts tracking", func(t *testing.T) {
 		var e LossEstimator
-		e.OnSent(0, 0)
-		e.OnSent(5000, 0)
+		e.OnSent(0, 100, 0)
+		e.OnSent(5000, 100, 0)
 		if e.count != 1 || e.head != 5001 {
 			t.Errorf("count %d head %d, want a restart at 5000", e.count, e.head)
 		}
@@ -403,7 +403,7 @@ func TestLossNonConsecutiveSends(t *testing.T) {
 	t.Run("full ring forgets the oldest unjudged", func(t *testing.T) {
 		var e LossEstimator
 		for seq := range uint16(3 * LossRingSize) {
-			e.OnSent(seq, 0)
+			e.OnSent(seq, 100, 0)
 		}
 		if e.count != LossRingSize {
 			t.Fatalf("count %d, want %d", e.count, LossRingSize)
@@ -412,7 +412,7 @@ func TestLossNonConsecutiveSends(t *testing.T) {
 			e.OnAck(seq)
 		}
 		e.OnAck(0) // forgotten
-		e.OnSent(3*LossRingSize, 0)
+		e.OnSent(3*LossRingSize, 100, 0)
 		// The last send forgot 2048; of 2049..3072 the newest waits for a successor.
 		if got := e.Update(1000, 50); got != 0 || e.totalW != LossRingSize-1 {
 			t.Errorf("loss %v judged %v, want %d packets, all received", got, e.totalW, LossRingSize-1)
@@ -422,8 +422,8 @@ func TestLossNonConsecutiveSends(t *testing.T) {
 
 func TestLossForgetsExpiredEvidence(t *testing.T) {
 	var e LossEstimator
-	e.OnSent(0, 0)
-	e.OnSent(1, 0)
+	e.OnSent(0, 100, 0)
+	e.OnSent(1, 100, 0)
 	if got := e.Update(200, 50); got != 1 {
 		t.Fatalf("loss %v, want 1", got)
 	}
@@ -442,8 +442,8 @@ func TestLossForgetsExpiredEvidence(t *testing.T) {
 
 func TestLossClockEdgeCases(t *testing.T) {
 	var e LossEstimator
-	e.OnSent(0, 1000)
-	e.OnSent(1, 1000)
+	e.OnSent(0, 100, 1000)
+	e.OnSent(1, 100, 1000)
 	// A clock that goes back judges nothing and decays nothing.
 	if got := e.Update(0, 50); got != 0 || e.count != 2 {
 		t.Fatalf("loss %v count %d, want nothing judged", got, e.count)
@@ -454,7 +454,7 @@ func TestLossClockEdgeCases(t *testing.T) {
 	// Extreme times and RTTs stay finite.
 	for _, now := range []int64{math.MinInt64, -1, 0, math.MaxInt64} {
 		for _, rtt := range []uint32{0, 1, math.MaxUint32} {
-			e.OnSent(e.head, now)
+			e.OnSent(e.head, 100, now)
 			got := e.Update(now, rtt)
 			if math.IsNaN(got) || got < 0 || got > 1 {
 				t.Fatalf("Update(%d, %d) = %v", now, rtt, got)
@@ -468,8 +468,8 @@ func TestLossNoAllocations(t *testing.T) {
 	seq := uint16(0)
 	now := int64(0)
 	allocs := testing.AllocsPerRun(1000, func() {
-		e.OnSent(seq, now)
-		e.OnSent(seq+1, now)
+		e.OnSent(seq, 100, now)
+		e.OnSent(seq+1, 100, now)
 		e.OnAckField(seq, 0xffff_0000_ffff)
 		e.OnAck(seq + 1)
 		seq += 2
@@ -486,9 +486,9 @@ func TestAckRTTSampling(t *testing.T) {
 	if _, ok := e.TakeAckRTT(); ok {
 		t.Fatal("a sample before any ACK")
 	}
-	e.OnSent(0, 1000)
-	e.OnSent(1, 1010)
-	e.OnSent(2, 1020)
+	e.OnSent(0, 100, 1000)
+	e.OnSent(1, 100, 1010)
+	e.OnSent(2, 100, 1020)
 	e.OnAckFieldAt(1, 0b1, 1090)  // packet 1 after 80 ms (and 0 in the field: not sampled)
 	e.OnAckFieldAt(2, 0b11, 1080) // packet 2 after 60 ms
 	e.OnAckFieldAt(2, 0b11, 1500) // a repeated ACK of 2 is no new sample
@@ -500,12 +500,74 @@ func TestAckRTTSampling(t *testing.T) {
 		t.Fatal("TakeAckRTT did not start a new period")
 	}
 	// A clock that went backwards gives no sample.
-	e.OnSent(3, 2000)
+	e.OnSent(3, 100, 2000)
 	e.OnAckFieldAt(3, 0, 1990)
 	if ms, ok := e.TakeAckRTT(); ok {
 		t.Fatalf("sampled %d ms from a clock that went back", ms)
 	}
 	if got := e.Update(5000, 50); got != 0 {
 		t.Errorf("loss %v: OnAckFieldAt must acknowledge like OnAckField", got)
+	}
+}
+
+// A queue building on the path delays every ACK before ENet's smoothed RTT notices: the
+// estimator judges by the latest acknowledgement round trip too, so the late ACKs of a growing
+// queue are not read as loss.
+func TestLossJudgesByAckRoundTrip(t *testing.T) {
+	const enetRTTMs = 5 // ENet's RTT still shows the empty path
+	var e LossEstimator
+	type ack struct {
+		atMs int64
+		seq  uint16
+	}
+	var acks []ack
+	seq := uint16(0)
+	for tick := range 60 * 4 {
+		now := tickMs(tick, 60)
+		for len(acks) > 0 && acks[0].atMs <= now {
+			e.OnAckFieldAt(acks[0].seq, 0, now)
+			acks = acks[1:]
+		}
+		e.OnSent(seq, 100, now)
+		// The queue grows by 1 ms per 8 ms from the first second on, to 250 ms: every ACK is
+		// later than the one before, none lost.
+		rtt := enetRTTMs + min(max(now-1000, 0)/8, 250)
+		acks = append(acks, ack{atMs: now + rtt, seq: seq})
+		seq++
+		if loss := e.Update(now, enetRTTMs); loss != 0 {
+			t.Fatalf("at %d ms (round trip %d ms): loss %v, want 0", now, rtt, loss)
+		}
+	}
+}
+
+func TestDeliveryCount(t *testing.T) {
+	var e LossEstimator
+	if d := e.Delivered(); d != (Delivery{}) {
+		t.Fatalf("a fresh estimator delivered %+v", d)
+	}
+	for i := range 6 {
+		e.OnSent(uint16(i), 100+i, int64(1000+10*i))
+	}
+	e.OnAckFieldAt(2, 0b11, 1100) // 2, then 1 and 0 from the field
+	if want := (Delivery{Bytes: 100 + 101 + 102, AtMs: 1100, SentMs: 1020}); e.Delivered() != want {
+		t.Fatalf("after the first ACK: %+v, want %+v", e.Delivered(), want)
+	}
+	e.OnAckFieldAt(2, 0b11, 1150) // a repeat delivers nothing and moves nothing
+	e.OnAckFieldAt(9, 0, 1160)    // never sent
+	e.OnAckField(3, 0)            // acknowledged, but with no arrival time: not counted
+	if want := (Delivery{Bytes: 303, AtMs: 1100, SentMs: 1020}); e.Delivered() != want {
+		t.Fatalf("after repeats: %+v, want %+v", e.Delivered(), want)
+	}
+	e.OnAckFieldAt(5, 0, 1200)
+	e.OnAckFieldAt(5, 0b1, 1210) // fills in packet 4, sent before 5: the newest stays 5
+	if want := (Delivery{Bytes: 303 + 105 + 104, AtMs: 1210, SentMs: 1050}); e.Delivered() != want {
+		t.Fatalf("after the fill-in: %+v, want %+v", e.Delivered(), want)
+	}
+	// Sizes are clamped into a uint16.
+	e.OnSent(6, 1<<20, 1300)
+	e.OnSent(7, -5, 1300)
+	e.OnAckFieldAt(7, 0b1, 1400)
+	if got := e.Delivered().Bytes; got != 512+65535 {
+		t.Errorf("bytes %d, want %d", got, 512+65535)
 	}
 }

@@ -559,7 +559,7 @@ func (s *Session) drain(sl *frameSlot, out Sender) bool {
 		case out.SendSnapshot(p) != nil:
 			s.ctr.SendErrors++
 		default:
-			s.loss.OnSent(f.Seq(sl.next), s.nowMs)
+			s.loss.OnSent(f.Seq(sl.next), len(p), s.nowMs)
 			s.ctr.PacketsSent++
 			s.ctr.BytesSent += uint64(len(p))
 			sent++
