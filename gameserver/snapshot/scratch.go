@@ -15,16 +15,16 @@ type scratch struct {
 	fresh []world.Hit
 	// acked is parallel to the replicas: the newest acknowledged record of each, its tick in
 	// bits 16 to 47 and its send count below; 0: none.
-	acked   []uint64
-	recBits []uint64         // parallel to the replicas: this tick's short delta records,
-	recLen  []uint8          // ... their lengths, or recEqual or recEncoded
-	bucket  []uint8          // parallel to the replicas: this tick's priority bucket, notCandidate or dropped
-	encode  []uint16         // replica indices whose deltas are not in the record cache yet
-	states  []protocol.State // the baseline and the current state of each of encode
-	cands   []uint16         // replica indices of the candidates, highest priority first
-	// candBits and candLen are recBits and recLen of the candidates, in their order.
+	acked  []uint64
+	bucket []uint8  // parallel to the replicas: this tick's priority bucket, notCandidate, dropped or other
+	cands  []uint16 // replica indices of the candidates, highest priority first
+	// candBits and candLen are the candidates' records: a delta of at most 64 bits as its bits
+	// and length; a length of 0 or above 64 marks a record decided when it is emitted (recEqual
+	// or recEncoded).
 	candBits []uint64
 	candLen  []uint8
+	encode   []uint16         // positions in cands of the deltas not in the record cache yet
+	states   []protocol.State // the baseline and the current state of each of encode
 	counts   [nBuckets]int32
 }
 
@@ -47,8 +47,6 @@ func (p *scratchPool) get() *scratch {
 	return &scratch{
 		fresh:    make([]world.Hit, 0, initial),
 		acked:    make([]uint64, 0, initial),
-		recBits:  make([]uint64, 0, initial),
-		recLen:   make([]uint8, 0, initial),
 		bucket:   make([]uint8, 0, initial),
 		encode:   make([]uint16, 0, initial),
 		states:   make([]protocol.State, 0, 2*initial),

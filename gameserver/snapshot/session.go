@@ -114,9 +114,9 @@ type AckResult struct {
 	Lost  int // packets newly counted lost
 }
 
-// A candidate's record is prepared in collect's pass, parallel to the replicas: a delta of at most
-// 64 bits, most of a frame, as its bits and length, from the world's record cache or encoded
-// into it; a length of 0 or above 64 marks a record decided when it is emitted.
+// A candidate's record is prepared when it is listed: a delta of at most 64 bits, most of a
+// frame, as its bits and length, from the world's record cache or encoded into it; a length of 0
+// or above 64 marks a record decided when it is emitted.
 const (
 	recEqual   = 0    // the state equals the baseline: nothing to send after all
 	recEncoded = 0xff // a spawn, a despawn or a long delta, encoded when emitted
@@ -151,7 +151,8 @@ type Session struct {
 	rtt          float32 // smoothed round trip, ticks
 	clientTick   uint32
 	resetPending bool
-	removed      bool // collect dropped replicas
+	removed      bool   // collect dropped replicas
+	warmed       uint32 // what promote read ahead, kept so that its loads are not left out
 
 	enc   protocol.SnapshotEncoder
 	stats Stats
@@ -290,7 +291,7 @@ func (s *Session) BuildFrame(budget int, nowUnixMs int64, f *Frame) error {
 	s.promote()
 	s.bump()
 	s.collect(tick, update, updateFar, fx, fy, focused)
-	s.list()
+	s.list(tick)
 	s.emit(tick, budget, uint32(nowUnixMs), flags, f)
 	s.compact()
 	s.scratch.put(s.sc)
@@ -310,6 +311,17 @@ func (s *Session) promote() {
 	s.sc.acked = acked
 	clear(acked)
 	arena := s.arena[:arenaSize]
+	// The records were written a few ticks ago and are out of the CPU's caches. A word of each
+	// cache line of them is read first, in a loop of loads that depend on nothing, so that the
+	// misses overlap, where the lookups below would take them one at a time.
+	var x uint32
+	for _, i := range s.ackQueue {
+		e := &s.ring[i&(ringSize-1)]
+		for k := uint32(0); k < uint32(e.count); k += 64 / 4 {
+			x += arena[(e.start+k)&(arenaSize-1)]
+		}
+	}
+	s.warmed = x
 	for _, i := range s.ackQueue {
 		e := &s.ring[i&(ringSize-1)]
 		if !e.valid || s.arenaHead-e.start > arenaSize {
@@ -416,10 +428,7 @@ func (s *Session) collect(tick uint32, update, updateFar bool, fx, fy float32, f
 	sc := s.sc
 	sc.counts = [nBuckets]int32{}
 	n := len(s.reps)
-	sc.recBits = slices.Grow(sc.recBits[:0], n)[:n]
-	sc.recLen = slices.Grow(sc.recLen[:0], n)[:n]
 	sc.bucket = slices.Grow(sc.bucket[:0], n)[:n]
-	sc.encode = slices.Grow(sc.encode[:0], n)[:n]
 	if s.classify(&p) {
 		s.removed = false
 		for i, b := range sc.bucket[:n] {
@@ -427,18 +436,6 @@ func (s *Session) collect(tick uint32, update, updateFar bool, fx, fy float32, f
 				s.collectOther(&p, i)
 			}
 		}
-	}
-	// The states to encode deltas between are read first, in a loop of their own: they are in the
-	// world's history and most are out of the CPU's caches, and these loads are then in flight
-	// together.
-	encode := sc.encode[:s.findRecords(tick)]
-	states := slices.Grow(sc.states[:0], 2*len(encode))[:2*len(encode)]
-	sc.states = states
-	for k, i := range encode {
-		states[2*k], states[2*k+1] = *s.baseline(i), *s.w.State(s.reps[i].slot)
-	}
-	for k, i := range encode {
-		s.encodeDelta(i, tick, &states[2*k], &states[2*k+1])
 	}
 }
 
@@ -494,35 +491,6 @@ func (s *Session) classify(p *pass) (others bool) {
 		buckets[i] = b
 	}
 	return others
-}
-
-// findRecords finds the delta records of the candidates in the world's record cache, in slot
-// order, or lists them in sc.encode; it returns how many it listed. Other records are decided
-// when they are emitted.
-func (s *Session) findRecords(tick uint32) (encode int) {
-	sc := s.sc
-	n := len(s.reps)
-	reps, buckets, recBits, recLen := s.reps[:n], sc.bucket[:n], sc.recBits[:n], sc.recLen[:n]
-	encodeList, entries := sc.encode[:n], s.cache.entries
-	for i, b := range buckets {
-		if b >= nBuckets {
-			continue
-		}
-		rep := &reps[i]
-		bits, l := uint64(0), uint8(recEncoded)
-		if age := tick - rep.baseTick; age <= protocol.MaxBaselineAge && rep.baseTick != 0 && !rep.leaving &&
-			rep.sendCount-rep.baseSend-1 < protocol.HistoryDepth-1 {
-			e := &entries[int(rep.slot)*cacheWays+int(age&(cacheWays-1))]
-			if k := e.key.Load(); k>>recordLenBits == uint64(tick)<<(32-recordLenBits)|uint64(age) {
-				bits, l = e.bits, uint8(k) // recEqual, or a short delta's length
-			} else {
-				encodeList[encode] = uint16(i)
-				encode++
-			}
-		}
-		recBits[i], recLen[i] = bits, l
-	}
-	return encode
 }
 
 // collectOther handles replica i, one that classify left: every case.
@@ -666,7 +634,9 @@ func bucket(p float32) uint8 {
 
 // list orders the candidates by bucket, highest first, with a stable counting sort over the
 // counts collect took, and lists their records in that order, so the encoder reads them in turn.
-func (s *Session) list() {
+// A delta record comes from the world's record cache, read in slot order, or is encoded here;
+// other records are decided when they are emitted.
+func (s *Session) list(tick uint32) {
 	sc := s.sc
 	counts := &sc.counts
 	var pos int32
@@ -681,23 +651,59 @@ func (s *Session) list() {
 	sc.cands = slices.Grow(sc.cands[:0], n)[:n]
 	sc.candBits = slices.Grow(sc.candBits[:0], n)[:n]
 	sc.candLen = slices.Grow(sc.candLen[:0], n)[:n]
-	cands, candBits, candLen := sc.cands, sc.candBits, sc.candLen
-	m := len(s.reps)
-	recBits, recLen := sc.recBits[:m], sc.recLen[:m]
-	for i, b := range sc.bucket[:m] {
-		if b < nBuckets {
-			c := counts[b]
-			cands[c], candBits[c], candLen[c] = uint16(i), recBits[i], recLen[i]
-			counts[b] = c + 1
-		}
+	sc.encode = slices.Grow(sc.encode[:0], n)[:n]
+	encode := sc.encode[:s.place(tick)]
+	// The states to encode deltas between are read first, in a loop of their own: they are in the
+	// world's history and most are out of the CPU's caches, and these loads are then in flight
+	// together.
+	states := slices.Grow(sc.states[:0], 2*len(encode))[:2*len(encode)]
+	sc.states = states
+	for k, c := range encode {
+		ri := sc.cands[c]
+		states[2*k], states[2*k+1] = *s.baseline(ri), *s.w.State(s.reps[ri].slot)
+	}
+	for k, c := range encode {
+		s.encodeDelta(c, tick, &states[2*k], &states[2*k+1])
 	}
 }
 
-// encodeDelta encodes replica ri's delta from base, its baseline, to cur for the frame of tick,
-// offers it to the record cache (unless another session put its own record of the slot there this
-// tick), and stores it as list lists it.
-func (s *Session) encodeDelta(ri uint16, tick uint32, base, cur *protocol.State) {
-	rep := &s.reps[ri]
+// place puts each candidate at its position in the list, with its record if it is a delta in the
+// world's record cache; it lists the positions of the deltas to encode in sc.encode and returns
+// how many it listed.
+func (s *Session) place(tick uint32) (encode int) {
+	sc := s.sc
+	m := len(s.reps)
+	reps, buckets, counts, entries := s.reps[:m], sc.bucket[:m], &sc.counts, s.cache.entries
+	cands, candBits, candLen, encodeList := sc.cands, sc.candBits, sc.candLen, sc.encode
+	for i, b := range buckets {
+		if b >= nBuckets {
+			continue
+		}
+		c := counts[b]
+		counts[b] = c + 1
+		cands[c] = uint16(i)
+		rep := &reps[i]
+		bits, l := uint64(0), uint8(recEncoded)
+		if age := tick - rep.baseTick; age <= protocol.MaxBaselineAge && rep.baseTick != 0 && !rep.leaving &&
+			rep.sendCount-rep.baseSend-1 < protocol.HistoryDepth-1 {
+			e := &entries[int(rep.slot)*cacheWays+int(age&(cacheWays-1))]
+			if k := e.key.Load(); k>>recordLenBits == uint64(tick)<<(32-recordLenBits)|uint64(age) {
+				bits, l = e.bits, uint8(k) // recEqual, or a short delta's length
+			} else {
+				encodeList[encode] = uint16(c)
+				encode++
+			}
+		}
+		candBits[c], candLen[c] = bits, l
+	}
+	return encode
+}
+
+// encodeDelta encodes the delta of candidate c from base, its baseline, to cur for the frame of
+// tick, offers it to the record cache (unless another session put its own record of the slot
+// there this tick), and lists it.
+func (s *Session) encodeDelta(c uint16, tick uint32, base, cur *protocol.State) {
+	rep := &s.reps[s.sc.cands[c]]
 	age := tick - rep.baseTick
 	var rec protocol.RecordBits
 	if *base != *cur {
@@ -705,10 +711,10 @@ func (s *Session) encodeDelta(ri uint16, tick uint32, base, cur *protocol.State)
 	}
 	s.cache.entries[int(rep.slot)*cacheWays+int(age&(cacheWays-1))].fill(tick, age, &rec)
 	if rec.N > 64 {
-		s.sc.recBits[ri], s.sc.recLen[ri] = 0, recEncoded
+		s.sc.candBits[c], s.sc.candLen[c] = 0, recEncoded
 		return
 	}
-	s.sc.recBits[ri], s.sc.recLen[ri] = rec.W[0], uint8(rec.N)
+	s.sc.candBits[c], s.sc.candLen[c] = rec.W[0], uint8(rec.N)
 }
 
 // maxMisses is how many records that do not fit the frame's last packet are skipped looking for
