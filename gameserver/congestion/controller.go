@@ -24,6 +24,13 @@ type Sample struct {
 	// (LossEstimator.TakeAckRTT), valid when HaveAckRTT is set.
 	AckRTTMs   uint32
 	HaveAckRTT bool
+	// Delivered is the session's delivery count (LossEstimator.Delivered), and NowMs the time
+	// of the tick on the same clock, truncated to 32 bits.
+	Delivered Delivery
+	NowMs     uint32
+	// CeilingBound reports that a frame built since the previous Step left records out because
+	// of FrameCeilingBytes: the bottleneck ceiling, not the peer's demand, limited what it sent.
+	CeilingBound bool
 }
 
 // Controller is one peer's AIMD congestion controller. It is a value type meant to live inside a
@@ -40,6 +47,17 @@ type Controller struct {
 	ackBaseline runningMin
 	ackMinMs    uint32
 	haveAckMin  bool
+	// prevAckMinMs is the previous interval's smallest acknowledgement round trip and
+	// prevAckQueue whether it was over the margin.
+	prevAckMinMs uint32
+	prevAckQueue bool
+	// ackRise counts the latest acknowledgement round trips in a row (one a tick at most) over
+	// the baseline plus the margin, each at least riseMs longer than the one before; lastAckMs
+	// is the latest.
+	ackRise   uint32
+	lastAckMs uint32
+
+	b bottleneck
 }
 
 // runningMin is a delay baseline in microseconds (finer than ms so that the per-tick drift of a
@@ -76,13 +94,15 @@ func (c *Controller) Reset(p Params) {
 	*c = Controller{p: p.sanitized(), throttle: 1}
 }
 
-// SetParams applies new Params mid-run (live reconfig). The throttle, baseline and eval phase are
-// kept; the throttle is clamped into the new [floor, 1]. Disabling pins the throttle to 1.
+// SetParams applies new Params mid-run (live reconfig). The throttle, baselines, bottleneck
+// response and eval phase are kept; the throttle is clamped into the new [floor, 1]. Disabling
+// pins the throttle to 1 and forgets the bottleneck.
 func (c *Controller) SetParams(p Params) {
 	t := c.Throttle()
 	c.p = p.sanitized()
 	if !c.p.Enabled {
 		c.throttle, c.congested, c.sinceEval = 1, false, 0
+		c.b.release()
 		return
 	}
 	c.throttle = min(max(t, c.p.ThrottleFloor), 1)
@@ -91,9 +111,10 @@ func (c *Controller) SetParams(p Params) {
 // Params returns the controller's Params as clamped into their safe ranges.
 func (c *Controller) Params() Params { return c.p }
 
-// Step advances the controller by one tick with the peer's current link signals. The RTT baseline
-// is tracked every tick; every EvalIntervalTicks-th call classifies the peer and moves the
-// throttle, which is held in between.
+// Step advances the controller by one tick with the peer's current link signals. The RTT
+// baselines and the delivery count are tracked every tick, and a queue that the ACKs show
+// building is answered at once (bottleneck.go); every EvalIntervalTicks-th call classifies the
+// peer and moves the bottleneck response and the throttle, which are held in between.
 func (c *Controller) Step(s Sample) {
 	c.trackBaseline(s.RTTMs)
 	c.trackAckRTT(s)
@@ -101,28 +122,60 @@ func (c *Controller) Step(s Sample) {
 		c.haveAckMin = false
 		return
 	}
+	c.trackDelivery(s)
+	if c.ackRise >= earlyQueueSamples {
+		c.queueBuilding(c.lastAckMs, true)
+	}
 	c.sinceEval++
 	if c.sinceEval < c.p.EvalIntervalTicks {
 		return
 	}
 	c.sinceEval = 0
-	c.congested = c.classify(s)
+	sig := c.classify(s)
+	if sig.ackQueue && c.prevAckQueue && c.ackMinMs >= c.prevAckMinMs+c.riseMs() {
+		// Every ACK of this interval and of the one before was over the margin, and this
+		// interval's were later: the queue grew. (A path whose delay stepped up rises once.)
+		c.queueBuilding(c.ackMinMs, false)
+	}
+	c.prevAckMinMs, c.prevAckQueue = c.ackMinMs, sig.ackQueue
 	c.haveAckMin = false
-	if c.congested {
+	c.evaluateBottleneck(sig.ackQueue, s.NowMs)
+	c.congested = sig.loss || sig.backlog || sig.ackQueue || sig.rttDelay
+	switch {
+	case sig.loss || sig.backlog:
 		c.throttle = max(c.p.ThrottleFloor, c.throttle*c.p.DecreaseFactor)
-	} else {
+	case c.congested && c.b.phase != phaseNone:
+		// Delay on a path whose bottleneck is known: the ceiling answers it, so the throttle
+		// holds rather than cutting the send rate a second time.
+	case c.congested:
+		c.throttle = max(c.p.ThrottleFloor, c.throttle*c.p.DecreaseFactor)
+	default:
 		c.throttle = min(1, c.throttle+c.p.IncreaseStep)
 	}
 }
 
+// riseMs is how much longer than the one before an acknowledgement round trip must be to show
+// a queue growing: an eighth of the delay margin.
+func (c *Controller) riseMs() uint32 { return c.p.DelayMarginMs / 8 }
+
 // trackAckRTT keeps the acknowledgement round trip's baseline — its drift accrues every tick,
-// whether or not a packet was acknowledged — and the smallest sample of the evaluation interval.
+// whether or not a packet was acknowledged —, the smallest sample of the evaluation interval,
+// and the run of samples rising over the margin.
 func (c *Controller) trackAckRTT(s Sample) {
 	c.ackBaseline.drift(c.p.BaselineDriftUsPerTick)
 	if !s.HaveAckRTT {
 		return
 	}
 	c.ackBaseline.observe(uint64(s.AckRTTMs) * 1000)
+	switch {
+	case !c.ackBaseline.exceeds(uint64(s.AckRTTMs)*1000, uint64(c.p.DelayMarginMs)*1000):
+		c.ackRise = 0
+	case c.ackRise > 0 && s.AckRTTMs >= c.lastAckMs+c.riseMs():
+		c.ackRise++
+	default:
+		c.ackRise = 1
+	}
+	c.lastAckMs = s.AckRTTMs
 	if !c.haveAckMin || s.AckRTTMs < c.ackMinMs {
 		c.ackMinMs, c.haveAckMin = s.AckRTTMs, true
 	}
@@ -138,20 +191,23 @@ func (c *Controller) trackBaseline(rttMs uint32) {
 	c.baseline.observe(uint64(rttMs) * 1000)
 }
 
-func (c *Controller) classify(s Sample) bool {
-	if s.LossRatio > c.p.LossThreshold { // NaN compares false: no evidence, no trigger
-		return true
-	}
-	if s.ReliableBytesInFlight > c.p.BacklogThresholdBytes {
-		return true
-	}
+// signals are the congestion signals of one evaluation.
+type signals struct {
+	loss, backlog bool
+	// ackQueue: every packet acknowledged in the interval took longer than the acknowledgement
+	// baseline plus the margin, so a queue stood on the path; rttDelay: ENet's RTT is over its
+	// baseline plus the margin.
+	ackQueue, rttDelay bool
+}
+
+func (c *Controller) classify(s Sample) signals {
 	margin := uint64(c.p.DelayMarginMs) * 1000
-	// Every packet acknowledged in the interval took longer than the baseline plus the margin:
-	// a queue has built up on the path.
-	if c.haveAckMin && c.ackBaseline.exceeds(uint64(c.ackMinMs)*1000, margin) {
-		return true
+	return signals{
+		loss:     s.LossRatio > c.p.LossThreshold, // NaN compares false: no evidence, no trigger
+		backlog:  s.ReliableBytesInFlight > c.p.BacklogThresholdBytes,
+		ackQueue: c.haveAckMin && c.ackBaseline.exceeds(uint64(c.ackMinMs)*1000, margin),
+		rttDelay: s.RTTMs != 0 && c.baseline.exceeds(uint64(s.RTTMs)*1000, margin),
 	}
-	return s.RTTMs != 0 && c.baseline.exceeds(uint64(s.RTTMs)*1000, margin)
 }
 
 // AckBaselineRTTMs returns the acknowledgement round trip's running-minimum baseline in whole
@@ -174,15 +230,16 @@ func (c *Controller) Congested() bool { return c.p.Enabled && c.congested }
 func (c *Controller) BaselineRTTMs() uint32 { return c.baseline.ms() }
 
 // SendIntervalTicks is the rate lever: the peer is sent one snapshot every this many ticks,
-// clamp(ceil(1/throttle), 1, MaxIntervalTicks). The throttle is never below a positive floor and
-// the quotient is clamped before the conversion, so no NaN or Inf can arise.
+// clamp(ceil(1/throttle), 1, MaxIntervalTicks), and under a bottleneck ceiling at least
+// ceilingIntervalTicks (a frame of MinFrameBytes takes that long at the ceiling). The throttle is
+// never below a positive floor and the quotient is clamped before the conversion, so no NaN or
+// Inf can arise.
 func (c *Controller) SendIntervalTicks() uint32 {
-	t := c.Throttle()
-	if t >= 1 {
-		return 1
+	n := c.ceilingIntervalTicks()
+	if t := c.Throttle(); t < 1 {
+		n = max(n, uint32(min(max(math.Ceil(1/t-intervalEpsilon), 1), float64(c.p.MaxIntervalTicks))))
 	}
-	n := math.Ceil(1/t - intervalEpsilon)
-	return uint32(min(max(n, 1), float64(c.p.MaxIntervalTicks)))
+	return n
 }
 
 // ShouldSend reports whether a peer last sent at lastSentTick is due a snapshot at tick:

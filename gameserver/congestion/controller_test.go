@@ -59,6 +59,7 @@ func TestMakeParams(t *testing.T) {
 				Enabled: true, ThrottleFloor: 10.0 / 60, MaxIntervalTicks: 6, LossThreshold: 0.02,
 				DelayMarginMs: 40, BacklogThresholdBytes: 32768, IncreaseStep: 0.05, DecreaseFactor: 0.7,
 				EvalIntervalTicks: 6, BudgetFloorBytes: 400, BaselineDriftUsPerTick: 167,
+				TickRateHz: 60, MinFrameBytes: DefaultMinFrameBytes,
 			},
 		},
 		{
@@ -68,6 +69,7 @@ func TestMakeParams(t *testing.T) {
 				Enabled: true, ThrottleFloor: 7.0 / 60, MaxIntervalTicks: 9, LossThreshold: 0.02,
 				DelayMarginMs: 40, BacklogThresholdBytes: 32768, IncreaseStep: 0.05, DecreaseFactor: 0.7,
 				EvalIntervalTicks: 6, BudgetFloorBytes: 400, BaselineDriftUsPerTick: 167,
+				TickRateHz: 60, MinFrameBytes: DefaultMinFrameBytes,
 			},
 		},
 		{
@@ -77,6 +79,7 @@ func TestMakeParams(t *testing.T) {
 				ThrottleFloor: 1, MaxIntervalTicks: 1, LossThreshold: 0.02,
 				DelayMarginMs: 40, BacklogThresholdBytes: 32768, IncreaseStep: 0.05, DecreaseFactor: 0.7,
 				EvalIntervalTicks: 6, BudgetFloorBytes: 400, BaselineDriftUsPerTick: 1000,
+				TickRateHz: 10, MinFrameBytes: DefaultMinFrameBytes,
 			},
 		},
 		{
@@ -86,6 +89,7 @@ func TestMakeParams(t *testing.T) {
 				Enabled: true, ThrottleFloor: 1, MaxIntervalTicks: 1, LossThreshold: 0.02,
 				DelayMarginMs: 40, BacklogThresholdBytes: 32768, IncreaseStep: 0.05, DecreaseFactor: 0.7,
 				EvalIntervalTicks: 6, BudgetFloorBytes: 400, BaselineDriftUsPerTick: 333,
+				TickRateHz: 30, MinFrameBytes: DefaultMinFrameBytes,
 			},
 		},
 		{
@@ -93,7 +97,7 @@ func TestMakeParams(t *testing.T) {
 			knobs: Knobs{},
 			want: Params{
 				ThrottleFloor: 1, MaxIntervalTicks: 1, IncreaseStep: 0.001, DecreaseFactor: 0.001,
-				EvalIntervalTicks: 1, BaselineDriftUsPerTick: 10000,
+				EvalIntervalTicks: 1, BaselineDriftUsPerTick: 10000, TickRateHz: 1, MinFrameBytes: DefaultMinFrameBytes,
 			},
 		},
 		{
@@ -101,11 +105,12 @@ func TestMakeParams(t *testing.T) {
 			knobs: Knobs{
 				Enabled: true, TickRateHz: -60, MinSendHz: -1, LossThresholdPermille: -5, DelayMarginMs: -1,
 				BacklogThresholdBytes: -1, IncreaseStepPermille: -1, DecreaseFactorPermille: -1,
-				EvalIntervalTicks: -1, BudgetFloorBytes: -400,
+				EvalIntervalTicks: -1, BudgetFloorBytes: -400, MinFrameBytes: -64,
 			},
 			want: Params{
 				Enabled: true, ThrottleFloor: 1, MaxIntervalTicks: 1, IncreaseStep: 0.001,
 				DecreaseFactor: 0.001, EvalIntervalTicks: 1, BaselineDriftUsPerTick: 10000,
+				TickRateHz: 1, MinFrameBytes: 1,
 			},
 		},
 		{
@@ -114,12 +119,13 @@ func TestMakeParams(t *testing.T) {
 				Enabled: true, TickRateHz: math.MaxInt, MinSendHz: 1, LossThresholdPermille: math.MaxInt,
 				DelayMarginMs: math.MaxInt, BacklogThresholdBytes: math.MaxInt, IncreaseStepPermille: math.MaxInt,
 				DecreaseFactorPermille: math.MaxInt, EvalIntervalTicks: math.MaxInt, BudgetFloorBytes: math.MaxInt,
+				MinFrameBytes: math.MaxInt,
 			},
 			want: Params{
 				Enabled: true, ThrottleFloor: MinThrottleFloor, MaxIntervalTicks: MaxTickRateHz, LossThreshold: 1,
 				DelayMarginMs: math.MaxUint32, BacklogThresholdBytes: math.MaxUint32, IncreaseStep: 1,
 				DecreaseFactor: 0.999, EvalIntervalTicks: math.MaxUint32, BudgetFloorBytes: math.MaxInt,
-				BaselineDriftUsPerTick: 10,
+				BaselineDriftUsPerTick: 10, TickRateHz: MaxTickRateHz, MinFrameBytes: math.MaxInt32,
 			},
 		},
 	}
@@ -612,13 +618,21 @@ func TestHealthyEqualsDisabledEqualsNoController(t *testing.T) {
 	want := schedule(&none, ticks, func(int) Sample { return Sample{} })
 
 	rng := testRand(0x9e3779b97f4a7c15)
-	healthy := func(int) Sample {
-		// Loss at or under the threshold, RTT within the margin of its minimum, backlog at most the
-		// threshold: never congested.
+	var delivered Delivery
+	healthy := func(i int) Sample {
+		// Loss at or under the threshold, RTTs within the margin of their minimum, backlog at
+		// most the threshold, a path delivering at the pace it is sent to: never congested.
+		now := uint32(i * 1000 / 60)
+		delivered.Bytes += uint64(rng.intn(0, 1200))
+		delivered.AtMs, delivered.SentMs = now-uint32(rng.intn(0, 5)), now-uint32(rng.intn(30, 60))
 		return Sample{
 			LossRatio:             enabled.LossThreshold * rng.float(),
 			RTTMs:                 uint32(rng.intn(50, 90)),
 			ReliableBytesInFlight: uint32(rng.intn(0, int(enabled.BacklogThresholdBytes))),
+			AckRTTMs:              uint32(rng.intn(30, 70)),
+			HaveAckRTT:            i%3 == 0,
+			Delivered:             delivered,
+			NowMs:                 now,
 		}
 	}
 	congested := func(i int) Sample {
@@ -699,6 +713,12 @@ func checkInvariants(t *testing.T, c *Controller, statics []int) {
 	if n := c.SendIntervalTicks(); n < 1 || n > max(p.MaxIntervalTicks, 1) {
 		t.Fatalf("interval %d outside [1, %d]", n, p.MaxIntervalTicks)
 	}
+	if r := c.ByteRateCeiling(); math.IsNaN(r) || math.IsInf(r, 0) || r < 0 || (r > 0) != (c.FrameCeilingBytes() > 0) {
+		t.Fatalf("ceiling %v B/s, frame ceiling %d", r, c.FrameCeilingBytes())
+	}
+	if r := c.ByteRateCeiling(); r > 0 && c.FrameCeilingBytes() < p.MinFrameBytes {
+		t.Fatalf("frame ceiling %d under the smallest frame %d", c.FrameCeilingBytes(), p.MinFrameBytes)
+	}
 	for _, s := range statics {
 		b := c.EffectiveBudget(s)
 		if s <= 0 {
@@ -716,16 +736,23 @@ func checkInvariants(t *testing.T, c *Controller, statics []int) {
 func TestNoAllocations(t *testing.T) {
 	var c Controller
 	c.Reset(MakeParams(defaultKnobs()))
-	s := Sample{LossRatio: 0.5, RTTMs: 80, ReliableBytesInFlight: 100}
+	c.b.rate = 3000
+	c.b.enter(phaseCruise)
+	s := Sample{LossRatio: 0.5, RTTMs: 80, ReliableBytesInFlight: 100, AckRTTMs: 90, HaveAckRTT: true}
 	tick := uint64(0)
 	sink := 0
 	allocs := testing.AllocsPerRun(1000, func() {
+		s.Delivered.Bytes += 50
+		s.Delivered.AtMs += 16
+		s.Delivered.SentMs += 10
+		s.NowMs += 16
+		s.AckRTTMs += 6
 		c.Step(s)
 		tick++
 		if c.ShouldSend(tick, tick-3) {
 			sink += c.EffectiveBudget(2400)
 		}
-		sink += int(c.SendIntervalTicks())
+		sink += int(c.SendIntervalTicks()) + c.FrameCeilingBytes() + int(c.ByteRateCeiling())
 		if c.Congested() && c.Throttle() < 1 {
 			sink++
 		}

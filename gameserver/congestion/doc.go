@@ -1,7 +1,10 @@
 // Package congestion owns the per-peer congestion response of the game server: an AIMD
 // Controller that turns a peer's link signals into one throttle in [floor, 1] and the two levers
-// derived from it (how often the peer is sent a snapshot, and how large that snapshot may be), and
-// a LossEstimator that measures the peer's application-level snapshot loss from client ACKs.
+// derived from it (how often the peer is sent a snapshot, and how large that snapshot may be); a
+// bottleneck response in the same Controller that, once the path shows a queue building at a
+// bottleneck, measures the bottleneck's rate and holds the peer's bytes under it; and a
+// LossEstimator that measures the peer's application-level snapshot loss and delivery from
+// client ACKs.
 //
 // It is pure policy: it imports nothing from netfleet (the broadcaster maps the netcode config to
 // Params with MakeParams), does no I/O, never reads the clock (time is passed in), and allocates
@@ -11,7 +14,9 @@
 //
 //   - Loss: the fraction of snapshot packets the client did not acknowledge, from LossEstimator.
 //     ENet's own packetLoss counts only reliable retransmissions and is a ten-second average,
-//     far too slow and blind to the unreliable snapshot stream.
+//     far too slow and blind to the unreliable snapshot stream. A packet is judged by the larger
+//     of ENet's RTT and the latest acknowledgement round trip, so the ACKs a growing queue
+//     delays are late, not lost.
 //   - RTT: ENet's smoothed round-trip time. ENet measures it on its own periodic reliable pings,
 //     so it stays fresh whatever our snapshot cadence; keeping that ping interval short is the
 //     broadcaster's job. The controller compares it with a running-minimum baseline.
@@ -20,10 +25,59 @@
 //     running-minimum baseline. Every acknowledged packet measures the path as it is, queue
 //     included, where ENet smooths its RTT over pings a quarter of a second apart (a queue
 //     building on a thin link shows in it within one evaluation, in ENet's RTT only after a
-//     second or two). Either delay signal over the margin makes the peer congested.
+//     second or two). Either delay signal over the margin makes the peer congested. The
+//     samples also show a queue growing: each over the margin and later than the one before.
 //   - Backlog: ENet's reliable bytes in flight.
+//   - Delivery: the bytes of snapshot packets acknowledged so far, when that count last grew,
+//     and when the newest packet it counts was sent (LossEstimator.Delivered). Between two
+//     counts the path delivered the bytes over one span and was sent them over another; the
+//     delivery rate is the bytes over the longer span. When the delivery span is longer by more
+//     than a quarter (over at least 50 ms), the path delivered slower than it was sent to: a
+//     queue built at a bottleneck, and the rate is the bottleneck's (link paced).
 //
 // A zero Sample means "no link stats yet" and reads as healthy.
+//
+// # The throttle
+//
+// Every EvalIntervalTicks the controller classifies the peer. Loss over the threshold or a
+// backlog over its threshold cuts the throttle by DecreaseFactor (down to the floor); so does a
+// delay signal over the margin, unless the bottleneck response has a ceiling in force, which is
+// the answer to delay on such a path (the throttle then holds). A peer with none of these signals
+// gains IncreaseStep (up to 1). The throttle is held between evaluations.
+//
+// # The bottleneck response
+//
+// A path sent more than its bottleneck carries builds a queue, and the throttle's levers alone
+// cannot match a thin link: the send interval comes in whole ticks (60, 30, 20, 15 Hz...), so
+// the bytes sent either exceed the bottleneck and queue, or fall short, and the AIMD sawtooth
+// runs through the queue. So the controller measures the bottleneck and paces the peer under it:
+//
+//   - Finding it. A queue is seen building when two acknowledgement round trips in a row are
+//     over the margin, each at least an eighth of the margin longer than the one before (at
+//     once, between evaluations), or when every ACK of two evaluation intervals in a row was
+//     over the margin and the second interval's were later by an eighth of the margin (at the
+//     evaluation). A path whose delay stepped up rises once and then stays: it is not a queue
+//     building. If the delivery since the last evaluation was link paced, the path is the
+//     bottleneck and that delivery rate its rate.
+//   - Drain. The ceiling — the peer's byte rate at most — drops to DrainGain of the bottleneck
+//     rate until an interval's ACKs come back within the margin, or at most twice the time the
+//     queue the ACKs showed takes to drain at that gain.
+//   - Cruise. The ceiling is CruiseGain of the bottleneck rate. An interval with no queue and no
+//     frame the ceiling cut (the peer wanted no more) releases it.
+//   - Probe. After ProbeIntervalEvals cruising evaluations with no queue the ceiling rises to
+//     ProbeGain for long enough to send three frames, then runs at 2-ProbeGain as long, which
+//     drains what the probe queued. The probe is judged by the delivery rate of its own packets:
+//     link paced although the peer used all the probe allowed, the bottleneck rate becomes the
+//     rate delivered; kept pace with a peer that used it all, faster than the bottleneck by
+//     half the probe's gain, the bottleneck rate becomes the rate delivered over CruiseGain and
+//     the next probe starts at once; kept pace with a peer that did not use it all, the ceiling
+//     is released. Anything else leaves the estimate alone.
+//   - Levers. The ceiling (never under one MinFrameBytes frame every MaxIntervalTicks) caps the
+//     session's pacing rate (ByteRateCeiling). The send interval is at least the ticks a
+//     MinFrameBytes frame takes at the ceiling, and a frame at most the ceiling's bytes over
+//     those ticks (FrameCeilingBytes), however rarely the throttle sends: a frame crosses the
+//     bottleneck at its rate, so a larger one would queue behind itself. A peer is thus sent
+//     small frames often, paced just under what its path delivers.
 //
 // # The anti-feedback rule
 //
@@ -34,11 +88,15 @@
 // grows when we send less); sending less yields fewer round-trip samples, not longer ones. The
 // loss estimator judges a packet only by wall-clock age against the RTT, and only after the packet
 // sent after it has had the same chance to be acknowledged: a slower cadence delays judgment but
-// never turns into loss.
+// never turns into loss. Sending less slows the delivery rate but never makes it link paced: the
+// span the bytes were sent over stretches as much as the one they were delivered over. And the
+// bottleneck rate is only ever lowered by a queue the path builds, or by a probe the peer used in
+// full: a peer that sends less than its ceiling proves nothing about its path.
 //
 // # Healthy equals disabled
 //
 // A healthy peer, a disabled controller, a zero Controller and the all-zero Sample all hold the
-// throttle at exactly 1, where SendIntervalTicks is 1 and EffectiveBudget returns the static
-// budget unchanged: byte for byte what a server without the controller sends.
+// throttle at exactly 1 and have no ceiling, where SendIntervalTicks is 1 and EffectiveBudget
+// returns the static budget unchanged: byte for byte what a server without the controller sends.
+// A path that never shows a queue building never gets a ceiling.
 package congestion

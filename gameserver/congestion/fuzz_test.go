@@ -7,8 +7,8 @@ import (
 )
 
 // FuzzController steps a controller built from arbitrary Params (hand-built and via MakeParams)
-// with arbitrary samples, reconfiguring it mid-run, and checks that every output stays finite and
-// in range.
+// with arbitrary samples — delivery counts and clocks included —, reconfiguring it mid-run, and
+// checks that every output stays finite and in range.
 func FuzzController(f *testing.F) {
 	f.Add(true, 10.0/60, 0.02, 0.05, 0.7, uint32(6), uint32(6), uint32(40), uint32(32768), uint32(167), 400,
 		[]byte{0, 0, 0, 0, 0, 0, 0, 0, 50, 0, 0, 0, 0, 0, 0, 0})
@@ -21,25 +21,38 @@ func FuzzController(f *testing.F) {
 			Enabled: enabled, ThrottleFloor: floor, MaxIntervalTicks: maxInterval, LossThreshold: loss,
 			DelayMarginMs: margin, BacklogThresholdBytes: backlog, IncreaseStep: step, DecreaseFactor: dec,
 			EvalIntervalTicks: eval, BudgetFloorBytes: budgetFloor, BaselineDriftUsPerTick: drift,
+			TickRateHz: backlog, MinFrameBytes: budgetFloor,
 		}
 		made := MakeParams(Knobs{
 			Enabled: enabled, TickRateHz: int(maxInterval), MinSendHz: int(eval), LossThresholdPermille: int(margin),
 			DelayMarginMs: int(margin), BacklogThresholdBytes: int(backlog), IncreaseStepPermille: int(drift),
 			DecreaseFactorPermille: int(int32(drift)), EvalIntervalTicks: int(eval % 16), BudgetFloorBytes: budgetFloor,
+			MinFrameBytes: int(int16(margin)),
 		})
 		statics := []int{math.MinInt, -1, 0, 1, 64, 400, 2400, budgetFloor, math.MaxInt}
 		var c Controller
 		c.Reset(hand)
 		tick := uint64(0)
 		last := uint64(NeverSent)
+		var delivered Delivery
+		now := uint32(0)
 		for i := 0; i+16 <= len(data); i += 16 {
+			// The delivery count and the clock move by amounts the bytes give, the count by
+			// anything from nothing to a wrap of its times.
+			now += uint32(data[i+3]) * 7
+			delivered.Bytes += uint64(binary.LittleEndian.Uint16(data[i+8:]))
+			delivered.AtMs += uint32(int16(binary.LittleEndian.Uint16(data[i+10:])))
+			delivered.SentMs += uint32(int16(binary.LittleEndian.Uint16(data[i+12:])))
 			s := Sample{
 				LossRatio:             math.Float64frombits(binary.LittleEndian.Uint64(data[i:])),
 				RTTMs:                 binary.LittleEndian.Uint32(data[i+8:]),
 				ReliableBytesInFlight: binary.LittleEndian.Uint32(data[i+12:]),
 				// The acknowledgement round trip reuses bytes: a sample on odd ticks.
-				AckRTTMs:   binary.LittleEndian.Uint32(data[i+4:]),
-				HaveAckRTT: data[i+2]&1 == 1,
+				AckRTTMs:     binary.LittleEndian.Uint32(data[i+4:]),
+				HaveAckRTT:   data[i+2]&1 == 1,
+				Delivered:    delivered,
+				NowMs:        now,
+				CeilingBound: data[i+2]&2 == 2,
 			}
 			for range 1 + int(data[i]%8) {
 				c.Step(s)

@@ -18,11 +18,56 @@ const (
 	// MaxTickRateHz bounds the tick rate, so the floor MinSendHz/TickRateHz >= MinThrottleFloor.
 	MaxTickRateHz = 1000
 
+	// DefaultMinFrameBytes is the smallest frame the bottleneck ceiling sizes a peer's frames
+	// to when Knobs.MinFrameBytes is 0: the netcode's smallest snapshot budget, a packet header
+	// and one record.
+	DefaultMinFrameBytes = 64
+
+	// maxRate bounds delivery-rate samples, in bytes per second (1 PB/s).
+	maxRate = 1e15
+
 	minIncreaseStep   = 0.001
 	minDecreaseFactor = 0.001
 	maxDecreaseFactor = 0.999
 	permille          = 1000
 	driftUsPerSecond  = BaselineDriftMsPerSecond * 1000
+)
+
+// The bottleneck response's constants (see the package doc).
+const (
+	// DrainGain is the ceiling, as a fraction of the bottleneck rate, while the queue that
+	// revealed the bottleneck drains: it empties at half the bottleneck rate.
+	DrainGain = 0.5
+	// CruiseGain is the ceiling between probes: a tenth under the bottleneck, so that an
+	// estimate a little high or a path a little jittery does not build a standing queue.
+	CruiseGain = 0.9
+	// ProbeGain is the ceiling of a probe, after every ProbeIntervalEvals cruising evaluations
+	// without a queue: a quarter over the bottleneck, for long enough to send probeFrames
+	// frames, to find out whether the path carries more now. The probe then runs as long at
+	// 2-ProbeGain, which drains what it may have queued.
+	ProbeGain          = 1.25
+	ProbeIntervalEvals = 8
+	// probeGrowth is how much faster than the bottleneck the path must have delivered a probe,
+	// without pacing it, for the bottleneck estimate to grow.
+	probeGrowth = 1 + (ProbeGain-1)/2
+	// earlyQueueSamples is how many acknowledgement round trips in a row over the margin, each
+	// longer than the one before by an eighth of the margin, reveal a building queue between
+	// evaluations: neither one late ACK (a stalled client) nor a path whose delay stepped up
+	// gives them.
+	earlyQueueSamples = 2
+	// probeFrames is how many frames a probe sends at least: its delivery rate is measured
+	// from the first of them to the last, over at least two frame intervals.
+	probeFrames = 3
+	// linkPacedRatio is how much longer the span a path delivered bytes over must be than the
+	// span they were sent over for the path, not the sender, to have set the pace: well above
+	// the jitter of ACK and tick timing over minDeliverySpanMs, well under the ratio of a path
+	// sent twice what it carries.
+	linkPacedRatio = 1.25
+	// minDeliverySpanMs is the shortest span a delivery rate is taken over.
+	minDeliverySpanMs = 50
+	// maxDrainEvals bounds a drain: a queue the ACKs overstate (a path whose delay rose) must
+	// not hold the peer at DrainGain for long.
+	maxDrainEvals = 10
 )
 
 // Params are the controller's settings in its own units. Build them with MakeParams; a Params
@@ -51,6 +96,12 @@ type Params struct {
 	// BaselineDriftUsPerTick is how far the RTT baseline may rise per tick, in microseconds:
 	// BaselineDriftMsPerSecond spread over the tick rate. 0 makes the baseline a pure minimum.
 	BaselineDriftUsPerTick uint32
+	// TickRateHz is the tick rate, in [1, MaxTickRateHz]: it turns the byte-rate ceiling into
+	// bytes per frame.
+	TickRateHz uint32
+	// MinFrameBytes is the smallest frame the bottleneck ceiling sizes frames to, in
+	// [1, 2^31-1].
+	MinFrameBytes int
 }
 
 // Knobs are the operator-facing settings in config units (Hz, per mille, ms, bytes), as they sit
@@ -66,6 +117,9 @@ type Knobs struct {
 	DecreaseFactorPermille int
 	EvalIntervalTicks      int
 	BudgetFloorBytes       int
+	// MinFrameBytes is the smallest useful frame (not an operator knob: the session passes the
+	// protocol's); 0 means DefaultMinFrameBytes.
+	MinFrameBytes int
 }
 
 // MakeParams maps operator knobs to controller Params. It is shared by startup and live reconfig.
@@ -81,6 +135,7 @@ type Knobs struct {
 //	DecreaseFactorPermille [1, 999]
 //	EvalIntervalTicks      [1, 2^32-1]
 //	BudgetFloorBytes       [0, max int]
+//	MinFrameBytes          [1, 2^31-1], 0 -> DefaultMinFrameBytes
 func MakeParams(k Knobs) Params {
 	tick := clampInt(k.TickRateHz, 1, MaxTickRateHz)
 	minSend := clampInt(k.MinSendHz, 1, tick)
@@ -97,7 +152,16 @@ func MakeParams(k Knobs) Params {
 		EvalIntervalTicks:      uint32(clampInt(k.EvalIntervalTicks, 1, math.MaxUint32)),
 		BudgetFloorBytes:       clampInt(k.BudgetFloorBytes, 0, math.MaxInt),
 		BaselineDriftUsPerTick: uint32(drift),
+		TickRateHz:             uint32(tick),
+		MinFrameBytes:          minFrameBytes(k.MinFrameBytes),
 	}
+}
+
+func minFrameBytes(b int) int {
+	if b == 0 {
+		return DefaultMinFrameBytes
+	}
+	return clampInt(b, 1, math.MaxInt32)
 }
 
 // sanitized clamps hand-built Params into the ranges MakeParams produces, so that no field can
@@ -110,6 +174,8 @@ func (p Params) sanitized() Params {
 	p.DecreaseFactor = clampFloat(p.DecreaseFactor, minDecreaseFactor, maxDecreaseFactor)
 	p.EvalIntervalTicks = max(p.EvalIntervalTicks, 1)
 	p.BudgetFloorBytes = max(p.BudgetFloorBytes, 0)
+	p.TickRateHz = min(max(p.TickRateHz, 1), MaxTickRateHz)
+	p.MinFrameBytes = clampInt(p.MinFrameBytes, 1, math.MaxInt32)
 	return p
 }
 

@@ -1,0 +1,243 @@
+package congestion
+
+import "math"
+
+// phase is where the bottleneck response stands (see the package doc).
+type phase uint8
+
+const (
+	phaseNone      phase = iota // no bottleneck known: the throttle alone paces the peer
+	phaseDrain                  // DrainGain: the queue that revealed the bottleneck drains
+	phaseCruise                 // CruiseGain
+	phaseProbeUp                // ProbeGain
+	phaseProbeDown              // 2-ProbeGain: what the probe queued drains
+)
+
+// bottleneck is a controller's bottleneck response: the rate of the path's bottleneck, once a
+// queue building on the path revealed it, and the phase of the ceiling derived from it.
+type bottleneck struct {
+	rate       float64 // bytes per second; 0 when none is known
+	phase      phase
+	evals      uint32 // evaluations the phase has lasted
+	drainEvals uint32 // the longest the drain lasts
+	probeEvals uint32 // how long each half of a probe lasts
+
+	// marks are the delivery count at the last two evaluations, older first, and now the
+	// latest; bound reports that a frame of the interval was cut by the ceiling.
+	marks [2]Delivery
+	now   Delivery
+	bound bool
+
+	probe probe
+}
+
+// probe follows one probe. Its packets are those sent from fromMs until toMs (known once it
+// ended); first is the delivery count when the first of them was delivered and last the latest
+// before a packet sent after the probe was, once marked; bound reports that its ceiling cut a
+// frame.
+type probe struct {
+	fromMs, toMs         uint32
+	ended, marked, bound bool
+	first, last          Delivery
+}
+
+func (b *bottleneck) enter(ph phase) { b.phase, b.evals = ph, 0 }
+
+// release forgets the bottleneck: the peer is paced by the throttle alone again.
+func (b *bottleneck) release() {
+	b.rate, b.drainEvals, b.probe = 0, 0, probe{}
+	b.enter(phaseNone)
+}
+
+// deliveryRate is the rate a path delivered at between two delivery counts, in bytes per
+// second: the bytes delivered over the longer of the span they were delivered over and the span
+// they were sent over, so it exceeds neither rate. paced reports that the delivery span was the
+// longer by more than linkPacedRatio: the path delivered slower than it was sent to, a queue
+// built up at its bottleneck, and the rate is the bottleneck's. ok is false without a span of at
+// least minDeliverySpanMs (too short to rise above the jitter of ACK and tick timing) or with
+// counts out of order.
+//
+// Sending less makes the rate lower, never higher, and never paced: both spans stretch alike.
+func deliveryRate(from, to Delivery) (rate float64, paced, ok bool) {
+	ackSpan, sendSpan := int32(to.AtMs-from.AtMs), int32(to.SentMs-from.SentMs)
+	if to.Bytes <= from.Bytes || ackSpan < minDeliverySpanMs || sendSpan < 0 {
+		return 0, false, false
+	}
+	rate = float64(to.Bytes-from.Bytes) * 1000 / float64(max(ackSpan, sendSpan))
+	return min(rate, maxRate), float64(ackSpan) > float64(sendSpan)*linkPacedRatio, true
+}
+
+// trackDelivery takes a tick's delivery count and ceiling cut, and follows a probe's packets.
+func (c *Controller) trackDelivery(s Sample) {
+	b := &c.b
+	b.now = s.Delivered
+	b.bound = b.bound || s.CeilingBound
+	if b.phase != phaseProbeUp && b.phase != phaseProbeDown {
+		return
+	}
+	p, d := &b.probe, b.now
+	switch {
+	case d.Bytes == 0 || int32(d.SentMs-p.fromMs) < 0:
+		// Nothing of the probe delivered yet.
+	case p.ended && int32(d.SentMs-p.toMs) >= 0:
+		// Past the probe's packets.
+	case !p.marked:
+		p.first, p.last, p.marked = d, d, true
+	default:
+		p.last = d
+	}
+}
+
+// queueBuilding is called when the ACKs show a queue building on the path, the latest of them
+// ackMs long: mid-interval (early) from a run of rising round trips, or at an evaluation from two
+// intervals over the margin. If the path also delivered slower than it was sent to, since the
+// last evaluation (or the one before if that leaves too short a span; always so at an
+// evaluation), the path is the bottleneck and its delivery rate the bottleneck's rate: the
+// ceiling drops to DrainGain of it. A drain in progress is left alone: the queue it sees is the
+// one it drains.
+func (c *Controller) queueBuilding(ackMs uint32, early bool) {
+	b := &c.b
+	if b.phase == phaseDrain {
+		return
+	}
+	from := b.marks[1]
+	if early && int32(b.now.AtMs-from.AtMs) < minDeliverySpanMs {
+		from = b.marks[0]
+	}
+	rate, paced, ok := deliveryRate(from, b.now)
+	if !ok || !paced {
+		return
+	}
+	b.rate = rate
+	b.enter(phaseDrain)
+	// The drain lasts until an interval's ACKs come back within the margin, or at most twice
+	// the time the queue the ACK showed takes to drain at DrainGain (it has grown since that
+	// ACK's packet was sent). A queue the ACKs overstate — a path whose delay stepped up — must
+	// not hold the peer at DrainGain for long.
+	queueMs := float64(ackMs) - float64(c.ackBaseline.ms())
+	evalMs := 1000 * float64(c.p.EvalIntervalTicks) / float64(c.p.TickRateHz)
+	b.drainEvals = uint32(min(max(math.Ceil(2*queueMs/(1-DrainGain)/evalMs), 1), maxDrainEvals))
+}
+
+// evaluateBottleneck moves the bottleneck response at an evaluation at nowMs, given whether
+// every ACK of the interval came back over the delay margin.
+func (c *Controller) evaluateBottleneck(queued bool, nowMs uint32) {
+	b := &c.b
+	bound := b.bound
+	b.marks[0], b.marks[1], b.bound = b.marks[1], b.now, false
+	if b.phase == phaseNone {
+		return
+	}
+	b.evals++
+	switch b.phase {
+	case phaseDrain:
+		if !queued || b.evals >= b.drainEvals {
+			b.enter(phaseCruise)
+		}
+	case phaseCruise:
+		switch {
+		case !queued && !bound:
+			// The peer wanted no more than the ceiling gave: it needs none.
+			b.release()
+		case !queued && b.evals >= ProbeIntervalEvals:
+			c.startProbe(nowMs)
+		}
+	case phaseProbeUp:
+		b.probe.bound = b.probe.bound || bound
+		if b.evals >= b.probeEvals {
+			b.probe.toMs, b.probe.ended = nowMs, true
+			b.enter(phaseProbeDown)
+		}
+	case phaseProbeDown:
+		if b.evals >= b.probeEvals {
+			c.judgeProbe(nowMs)
+		}
+	}
+}
+
+// startProbe starts a probe at nowMs: ProbeGain for long enough to send probeFrames frames at
+// the probe's send interval, in whole evaluations, then 2-ProbeGain as long.
+func (c *Controller) startProbe(nowMs uint32) {
+	b := &c.b
+	b.enter(phaseProbeUp)
+	b.probe = probe{fromMs: nowMs}
+	ticks := probeFrames * c.SendIntervalTicks()
+	b.probeEvals = max((ticks+c.p.EvalIntervalTicks-1)/c.p.EvalIntervalTicks, 1)
+}
+
+// judgeProbe judges a probe at nowMs, once its packets had as long again to be acknowledged,
+// by the rate the path delivered them at: it raises the bottleneck rate, lowers it, or finds
+// the ceiling no longer needed. A probe the peer did not fill says nothing of a path that paced
+// it (the peer sent less than the path may carry), and a probe too short to measure nothing at
+// all; the peer cruises on.
+func (c *Controller) judgeProbe(nowMs uint32) {
+	b := &c.b
+	rate, paced, ok := deliveryRate(b.probe.first, b.probe.last)
+	switch {
+	case !ok || !b.probe.marked:
+		// Too little of the probe was delivered to judge it.
+	case paced && b.probe.bound:
+		// The path delivered the probe slower than it was sent: it carries what it delivered.
+		b.rate = rate
+	case !paced && b.probe.bound && rate > b.rate*probeGrowth:
+		// The path kept pace with the probe: it has room for at least what it delivered, at the
+		// cruise. Probe again at once.
+		b.rate = rate / CruiseGain
+		c.startProbe(nowMs)
+		return
+	case !paced && !b.probe.bound:
+		// The path kept pace with all the peer wanted to send: it needs no ceiling.
+		b.release()
+		return
+	}
+	b.enter(phaseCruise)
+}
+
+// ByteRateCeiling is the bottleneck ceiling on the peer's byte rate, in bytes per second: the
+// bottleneck rate times the phase's gain (DrainGain, CruiseGain, ProbeGain, then 2-ProbeGain),
+// but never under one MinFrameBytes frame every MaxIntervalTicks; 0 when the peer has none.
+func (c *Controller) ByteRateCeiling() float64 {
+	if !c.p.Enabled {
+		return 0
+	}
+	var gain float64
+	switch c.b.phase {
+	case phaseNone:
+		return 0
+	case phaseDrain:
+		gain = DrainGain
+	case phaseCruise:
+		gain = CruiseGain
+	case phaseProbeUp:
+		gain = ProbeGain
+	case phaseProbeDown:
+		gain = 2 - ProbeGain
+	}
+	least := float64(c.p.MinFrameBytes) * float64(c.p.TickRateHz) / float64(c.p.MaxIntervalTicks)
+	return max(c.b.rate*gain, least)
+}
+
+// ceilingIntervalTicks is how many ticks of the ceiling a frame of MinFrameBytes takes, in
+// [1, MaxIntervalTicks]; 1 without a ceiling.
+func (c *Controller) ceilingIntervalTicks() uint32 {
+	r := c.ByteRateCeiling()
+	if r <= 0 {
+		return 1
+	}
+	n := math.Ceil(float64(c.p.MinFrameBytes) * float64(c.p.TickRateHz) / r)
+	return uint32(min(max(n, 1), float64(c.p.MaxIntervalTicks)))
+}
+
+// FrameCeilingBytes is the most bytes a frame may take under the bottleneck ceiling: the
+// ceiling's whole bytes over ceilingIntervalTicks (so at least MinFrameBytes, and no more than
+// the ceiling affords a frame at any longer interval); 0 when the peer has none. A frame is held
+// this small even when the throttle sends less often: a frame crosses the bottleneck at its
+// rate, and a larger one would queue behind itself.
+func (c *Controller) FrameCeilingBytes() int {
+	r := c.ByteRateCeiling()
+	if r <= 0 {
+		return 0
+	}
+	n := float64(c.ceilingIntervalTicks())
+	return int(min(math.Floor(r*n/float64(c.p.TickRateHz)), math.MaxInt32))
+}
