@@ -60,6 +60,7 @@ func NewConfig(nc netcode.NetcodeConfig, interestRadius float32) (Config, error)
 			DecreaseFactorPermille: int(cg.DecreaseFactorPermille),
 			EvalIntervalTicks:      int(cg.EvalIntervalTicks),
 			BudgetFloorBytes:       int(*cg.BudgetFloorBytes),
+			MinFrameBytes:          netcode.MinSnapshotBytesPerTick,
 		}),
 		BytesPerSecond:         int(*d.Budget.SessionBytesPerSecond),
 		SnapshotBytesPerTick:   int(*d.Budget.SnapshotBytesPerTick),

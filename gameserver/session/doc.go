@@ -19,10 +19,12 @@
 //
 // Tick, once per tick for every active session, after the world stepped:
 //
-//  1. steps the congestion controller once from the link: the application-level loss (the
-//     LossEstimator fed by the client's ACKs), the transport's RTT and its reliable backlog;
-//  2. sets the pacer's rate to the session's bytes per second scaled by the throttle, and
-//     refills it;
+//  1. steps the congestion controller once from the link: the application-level loss, the
+//     acknowledgement round trip and the delivery count (the LossEstimator fed by the client's
+//     ACKs), the transport's RTT and its reliable backlog, and whether the last frame was cut by
+//     the controller's bottleneck ceiling;
+//  2. sets the pacer's rate to the session's bytes per second scaled by the throttle, held under
+//     the controller's bottleneck ceiling if it has one, and refills it;
 //  3. closes the session if its client stopped pinging (4001) or abused its inbound budget
 //     (1008);
 //  4. moves waiting frame bytes to the transport as the pacer admits them;
@@ -43,7 +45,9 @@
 // (congestion.Controller.EffectiveBudget), capped by backpressure.frameBytes and by what the
 // session's paced rate affords per send — rate * max(sendInterval, rateClass) / tickRate, at
 // least one minimal frame — so that a frame is normally admitted whole and the pacer's drops stay
-// rare.
+// rare. Under a bottleneck ceiling it is also held to the controller's frame ceiling
+// (congestion.Controller.FrameCeilingBytes), however rarely the session is sent: a frame crosses
+// the bottleneck at its rate, and a large one would queue behind itself.
 //
 // # Skip, never queue
 //
@@ -92,10 +96,12 @@
 // for the far band first, then for everything, with a smaller enter budget for spawns, and at the
 // last levels the interest radius cut to 75% and to 50% (see levelConfig).
 // More than half the frames of a half-second window starved raises the level; two windows without
-// a starved frame lower it. No level drops state: a client converges on the exact state of every
-// entity within the radius in force. When the tick loop runs late (Now.Overloaded) every session
-// is served one level lower and declared classes half as often; the tick loop recovers with
-// hysteresis.
+// a starved frame lower it. A frame cut by the bottleneck ceiling does not count as starved: the
+// ceiling is the congestion response to a thin path, and the controller's probes need the
+// peer's whole demand to find out whether the path carries more. No level drops state: a client
+// converges on the exact state of every entity within the radius in force. When the tick loop
+// runs late (Now.Overloaded) every session is served one level lower and declared classes half
+// as often; the tick loop recovers with hysteresis.
 //
 // # Inbound
 //

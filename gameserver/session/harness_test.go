@@ -58,6 +58,48 @@ type peer struct {
 	// backlog holds reliable messages not delivered yet.
 	backlog [][]byte
 	buf     []byte
+	// bottleneck, if set, is on the way to the client.
+	bottleneck *bottleneck
+}
+
+// bottleneck is a FIFO link of rate bytes per second with a tail-drop queue of queueMs: a
+// snapshot crosses it after the ones before it, in its size over the rate, and arrives at the
+// first tick after it has. sojourns records each packet's time in it.
+type bottleneck struct {
+	rate     float64
+	queueMs  float64
+	freeMs   float64 // when the link has sent what it holds
+	queue    []crossing
+	sojourns []float64
+}
+
+type crossing struct {
+	doneMs float64
+	msg    []byte
+}
+
+// pass takes the snapshots sent at nowMs and returns those that have crossed by then.
+func (b *bottleneck) pass(nowMs int64, sent [][]byte) [][]byte {
+	now := float64(nowMs)
+	for _, m := range sent {
+		done := max(now, b.freeMs) + float64(len(m))*1000/b.rate
+		if done-now > b.queueMs {
+			continue
+		}
+		b.freeMs = done
+		b.queue = append(b.queue, crossing{doneMs: done, msg: m})
+		b.sojourns = append(b.sojourns, done-now)
+	}
+	n := 0
+	for n < len(b.queue) && b.queue[n].doneMs <= now {
+		n++
+	}
+	out := make([][]byte, n)
+	for i := range n {
+		out[i] = b.queue[i].msg
+	}
+	b.queue = b.queue[n:]
+	return out
 }
 
 type harness struct {
@@ -154,7 +196,11 @@ func (h *harness) step() []Result {
 				}
 			}
 			p.backlog = p.backlog[:0]
-			for _, m := range p.out.snapshots {
+			arrived := p.out.snapshots
+			if p.bottleneck != nil {
+				arrived = p.bottleneck.pass(h.nowMs, p.out.snapshots)
+			}
+			for _, m := range arrived {
 				if err := p.cl.HandleMessage(m, h.nowMs); err != nil {
 					h.t.Fatalf("client refused a snapshot: %v", err)
 				}

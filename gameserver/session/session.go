@@ -110,10 +110,13 @@ type Session struct {
 	lastSendMs      int64 // when a frame last went out
 	meter           sendMeter
 	frameBudget     int
-	link            Link
-	lossRatio       float64
-	tick            uint64
-	nowMs           int64
+	// ceilingBudget: the frame ceiling set frameBudget; ceilingBound: the frame built last left
+	// records out for it.
+	ceilingBudget, ceilingBound bool
+	link                        Link
+	lossRatio                   float64
+	tick                        uint64
+	nowMs                       int64
 
 	rc         rateClass
 	sent       sentLog
@@ -161,6 +164,7 @@ func (s *Session) Start(slot int, snap *snapshot.Session, focus world.ID, declar
 	s.lastSentTick = congestion.NeverSent
 	s.meter.reset(s.cfg.TickRateHz)
 	s.frameBudget = 0
+	s.ceilingBudget, s.ceilingBound = false, false
 	s.link, s.lossRatio = Link{}, 0
 	s.tick, s.nowMs = now.Tick, now.UnixMs
 	s.lastSendMs = now.UnixMs
@@ -373,8 +377,10 @@ func (s *Session) Tick(now Now, link Link, out Sender) Result {
 	s.lossRatio = s.loss.Update(now.UnixMs, link.RTTMs)
 	ackRTT, haveAckRTT := s.loss.TakeAckRTT()
 	s.cc.Step(congestion.Sample{LossRatio: s.lossRatio, RTTMs: link.RTTMs, ReliableBytesInFlight: link.ReliableInFlight,
-		AckRTTMs: ackRTT, HaveAckRTT: haveAckRTT})
-	s.pacer.SetRate(pacing.RateFor(s.bytesPerSecond, s.cc.Throttle()))
+		AckRTTMs: ackRTT, HaveAckRTT: haveAckRTT, Delivered: s.loss.Delivered(), NowMs: uint32(now.UnixMs),
+		CeilingBound: s.ceilingBound})
+	s.ceilingBound = false
+	s.pacer.SetRate(s.byteRate())
 	s.pacer.Refill(now.Nanos)
 	if s.abusive || s.ingress.roll(now.UnixMs) {
 		return Result{Outcome: Close, CloseCode: protocol.CloseAbuse}
@@ -427,7 +433,12 @@ func (s *Session) Tick(now Now, link Link, out Sender) Result {
 	after := s.snap.Stats()
 	records := (after.Spawns + after.Deltas + after.Despawns) - (before.Spawns + before.Deltas + before.Despawns)
 	// Spawns the enter budget deferred were left out by the level's own rule, not by the budget.
-	s.bl.frame(records+uint64(after.LastDeferred) < uint64(after.LastCandidates))
+	starved := records+uint64(after.LastDeferred) < uint64(after.LastCandidates)
+	// A frame cut by the bottleneck ceiling does not raise the detail level: the ceiling is the
+	// congestion response, and the controller's probes need the peer's demand to show whether
+	// the path carries more.
+	s.bl.frame(starved && !s.ceilingBudget)
+	s.ceilingBound = starved && s.ceilingBudget
 	s.ctr.FramesBuilt++
 	if f.Packets() == 0 && f.ResetMessage() == nil {
 		s.frames.Put(f)
@@ -488,6 +499,9 @@ func (s *Session) updateLevel(now Now) {
 // budget is the byte budget of the session's next frame: the budget lever applied to the static
 // per-frame budget, capped by the frame capacity and by what the session's byte rate affords per
 // send, so a frame is normally admitted by the pacer whole and nothing is dropped.
+//
+// Under a bottleneck ceiling the frame is also held to the controller's frame ceiling, which
+// keeps each frame quick to cross the bottleneck however rarely the throttle sends.
 func (s *Session) budget() int {
 	b := s.cfg.FrameBytes
 	if st := s.cfg.SnapshotBytesPerTick; st > 0 {
@@ -498,7 +512,21 @@ func (s *Session) budget() int {
 		perSend := int(r * float64(every) / float64(s.cfg.TickRateHz))
 		b = min(b, max(perSend, netcode.MinSnapshotBytesPerTick))
 	}
+	s.ceilingBudget = false
+	if fc := s.cc.FrameCeilingBytes(); fc > 0 && fc <= b {
+		b, s.ceilingBudget = fc, true
+	}
 	return b
+}
+
+// byteRate is the session's pacing rate: its byte rate scaled by the throttle, held under the
+// controller's bottleneck ceiling. 0 is unlimited.
+func (s *Session) byteRate() float64 {
+	r := pacing.RateFor(s.bytesPerSecond, s.cc.Throttle())
+	if c := s.cc.ByteRateCeiling(); c > 0 && (r == 0 || c < r) {
+		r = c
+	}
+	return r
 }
 
 // inDebt reports whether the pacer has charged bytes its rate has not yet paid for: the last

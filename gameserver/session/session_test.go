@@ -2,6 +2,7 @@ package session
 
 import (
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/netfleet/netfleet/api/netcode"
@@ -269,3 +270,55 @@ type toClient struct {
 
 func (c *toClient) SendSnapshot(b []byte) error { return c.cl.HandleMessage(b, c.nowMs) }
 func (c *toClient) SendReliable(b []byte) error { return c.cl.HandleMessage(b, c.nowMs) }
+
+// A peer whose path carries half of what it is sent: the congestion controller's bottleneck
+// ceiling paces the session under the path — its byte rate and frames are held to the ceiling —
+// so the path's queue stays short, and frames the ceiling cuts leave the detail level alone (the
+// controller's probes need the peer's demand). When the path recovers, so does the peer.
+func TestBottleneckCeiling(t *testing.T) {
+	h := newHarness(t, busyWorld(400), netcode.NetcodeConfig{}, 150)
+	p := h.addPeer()
+	h.run(120)
+	before := p.s.Counters().BytesSent
+	h.run(120)
+	demand := float64(p.s.Counters().BytesSent-before) / 2 // bytes per second
+	p.bottleneck = &bottleneck{rate: demand / 2, queueMs: 200}
+	cut := 0
+	for i := range 8 * testTickRate {
+		if i == 2*testTickRate {
+			p.bottleneck.sojourns = p.bottleneck.sojourns[:0] // the onset
+		}
+		built := h.step()[0].Outcome == Built
+		st := p.s.Stats()
+		ceiling := p.s.cc.ByteRateCeiling()
+		if ceiling == 0 || !built {
+			continue
+		}
+		if st.RateBytesPerSec != ceiling || st.FrameBudgetBytes > p.s.cc.FrameCeilingBytes() {
+			t.Fatalf("tick %d: paced at %v B/s, frame budget %d; ceiling %v B/s, frame ceiling %d",
+				i, st.RateBytesPerSec, st.FrameBudgetBytes, ceiling, p.s.cc.FrameCeilingBytes())
+		}
+		if p.s.ceilingBound {
+			cut++
+		}
+		if st.DetailLevel != 0 {
+			t.Fatalf("tick %d: detail level %d under the ceiling", i, st.DetailLevel)
+		}
+	}
+	s := slices.Clone(p.bottleneck.sojourns)
+	slices.Sort(s)
+	t.Logf("demand %.0f B/s; queueing p95 after the onset %.0f ms over %d packets; %d frames cut by the ceiling",
+		demand, s[len(s)*95/100], len(s), cut)
+	if cut == 0 {
+		t.Fatal("the ceiling never cut a frame: the scenario does not test the detail level")
+	}
+	if q := s[len(s)*95/100]; q > 80 {
+		t.Errorf("queueing p95 %.0f ms on the capped path", q)
+	}
+	p.bottleneck = nil
+	h.run(3 * testTickRate)
+	if c := p.s.cc.ByteRateCeiling(); c != 0 && c < demand {
+		t.Errorf("3 s after the path recovered: ceiling %v B/s", c)
+	}
+	h.converge(600)
+}
