@@ -20,18 +20,26 @@
 //     last frame;
 //  3. in one pass over the tracked entities (kept sorted by slot, so the pass streams through
 //     memory) applies those acknowledgements, turns entities that left, died or were replaced
-//     into despawns, grows the priority
-//     of every entity with something to send (a spawn, a despawn, or a state that changed since
-//     the acknowledged baseline) and prepares its delta record (below). Relevance falls with
+//     into despawns, and grows the priority of every entity with something to send (a spawn, a
+//     despawn, or a state that changed since the acknowledged baseline). Relevance falls with
 //     distance from 1 at the focus to 0.25 at the radius; entities entering interest start at
 //     SpawnPriority (scaled by relevance) so they go first; game-logic bumps (world.Bump) add.
 //     An entity that has not changed since its acknowledged baseline has nothing to send: it
 //     costs no bytes and its priority stays at zero;
 //  4. orders the candidates by priority with a stable counting sort over logarithmic buckets
-//     (four per octave), linear in the number of candidates;
+//     (four per octave), linear in the number of candidates, and prepares their delta records
+//     (below) in that order;
 //  5. fills packets of at most MaxPacketBytes, highest priority first, until the budget is spent.
 //     A record is never split and every packet applies on its own. A sent entity's priority
 //     drops to zero.
+//
+// The pass of step 3 runs for every tracked entity of every session every tick: its common case,
+// an entity in interest with an acknowledged baseline, is a loop with no calls, whose values stay
+// in registers, and every other case goes to a second loop. The arrays a build fills and forgets
+// (candidates, their records, acknowledgements found) are shared by the sessions of a world, a
+// set per build running at once, so that they stay in the CPU's caches from one session to the
+// next: a server's sessions together hold more than the caches, and each session's own state is
+// read from main memory once a tick.
 //
 // # Shared record cache
 //
@@ -39,10 +47,11 @@
 // clients acknowledge at similar round trips hold the same baselines. The sessions of a world
 // share a cache of the current tick's delta records of up to 64 bits (nearly every delta of a
 // moving entity), two baseline ages per entity: the first session that needs a record encodes
-// it, the others append its bits. The cache is found through the world, so the sessions of a
-// world need no shared object handed to them; it is dropped when the world is collected. It is
-// safe for sessions built concurrently: an entry is claimed with a compare-and-swap, written, and
-// published by storing its key, and is not changed again in the tick.
+// it, the others append its bits. The cache, like the shared arrays above, is found through the
+// world, so the sessions of a world need no shared object handed to them; both are dropped when
+// the world is collected. It is safe for sessions built concurrently: an entry is claimed with a
+// compare-and-swap, written, and published by storing its key, and is not changed again in the
+// tick.
 //
 // # Baselines and acknowledgements
 //

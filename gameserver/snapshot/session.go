@@ -404,11 +404,11 @@ func (s *Session) bump() {
 // the state has left the world's history; an acknowledged despawn drops the replica. Records
 // sent before the replica's current incarnation are ignored.
 //
-// It runs for every replica of every session every tick. Its loop handles the common case, an
-// entity that stays in interest with an acknowledged baseline, with no calls, so that its values
-// stay in registers (a call clobbers them all); it leaves every other replica, and every delta
-// not in the world's record cache yet, to later loops. The replicas do not depend on one another,
-// so the order they are handled in changes nothing.
+// It runs for every replica of every session every tick. Its loop (classify) handles the common
+// case, an entity that stays in interest with an acknowledged baseline, with no calls, so that
+// its values stay in registers (a call clobbers them all); it leaves every other replica to a
+// second loop (collectOther). The replicas do not depend on one another, so the order they are
+// handled in changes nothing.
 func (s *Session) collect(tick uint32, update, updateFar bool, fx, fy float32, focused bool) {
 	p := pass{tick: tick, resend: uint32(s.rtt) + 2, history: s.history, storeAge: s.storeAge, fx: fx, fy: fy}
 	p.r2 = s.cfg.InterestRadius * s.cfg.InterestRadius
@@ -429,8 +429,8 @@ func (s *Session) collect(tick uint32, update, updateFar bool, fx, fy float32, f
 	sc.counts = [nBuckets]int32{}
 	n := len(s.reps)
 	sc.bucket = slices.Grow(sc.bucket[:0], n)[:n]
+	s.removed = false
 	if s.classify(&p) {
-		s.removed = false
 		for i, b := range sc.bucket[:n] {
 			if b == other {
 				s.collectOther(&p, i)
