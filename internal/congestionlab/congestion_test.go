@@ -16,8 +16,14 @@ const (
 	// judgeSettleSec seconds before it. The settling time covers the controller's climb back from
 	// a back-off a starved tick loop caused (throttle floor to 1 in about 1.7 s).
 	judgeSettleSec = 3
-	// A backed-off client is sent at most 30 Hz; its median must stay under backedOffHz.
+	// A backed-off lossy client is sent at most 30 Hz; its median must stay under backedOffHz.
 	backedOffHz = 40
+	// A capped client is paced under its path's bottleneck: the median over judged seconds of
+	// its per-second snapshot-age p95, from cappedSettleSec into the impairment, may exceed the
+	// class's warm-up median by at most cappedQueueMs (its path's 200 ms queue fills without the
+	// controller).
+	cappedSettleSec = 2
+	cappedQueueMs   = 100
 	// A recovered client is sent every tick again; two judged seconds in a row at recoveredHz or
 	// more show it, from recoveryFromSec after the impairment ended (the expected climb is about
 	// 2.5 s).
@@ -33,11 +39,12 @@ const (
 )
 
 // TestCongestionResponse runs the reference scenario with the controller enabled and checks what
-// the clients observed: the lossy and capped clients are backed off well under 60 Hz soon after
-// the impairment starts and come back to full rate after it ends, while the healthy clients keep
-// full rate throughout. The reference targets themselves are measured by make bench-congestion;
-// this test holds the behaviour with wide margins, and judges only seconds in which the server's
-// tick loop kept time (see judged), so a loaded machine cannot pass for a congested link.
+// the clients observed: the lossy clients are backed off well under 60 Hz soon after the
+// impairment starts, the capped clients are paced under their path's bottleneck so that its
+// queue stays short, both come back to full rate after it ends, and the healthy clients keep full
+// rate throughout. The reference targets themselves are measured by make bench-congestion; this
+// test holds the behaviour with wide margins, and judges only seconds in which the server's tick
+// loop kept time (see judged), so a loaded machine cannot pass for a congested link.
 func TestCongestionResponse(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -83,12 +90,26 @@ func TestCongestionResponse(t *testing.T) {
 		t.Skipf("only %d pairs of seconds in which the server's tick loop kept time (machine overloaded); judged seconds %v", pairs, judgedSecs)
 	}
 
+	base := r.Window(ClassCapped, SettleSec, r.ImpairFrom).AgeP50Ms
 	for _, class := range []string{ClassLossy, ClassCapped} {
 		for _, c := range r.Clients(class) {
 			// Starvation only ever lowers rates, so the back-off is judged over every second.
 			impaired := sentHz(c, r.ImpairFrom+3, r.ImpairTo)
-			if impaired > backedOffHz {
+			if class == ClassLossy && impaired > backedOffHz {
 				t.Errorf("%s client %d: median send rate %.1f Hz from 3 s into the impairment, want backed off (<= %d)", class, c.ID, impaired, backedOffHz)
+			}
+			if class == ClassCapped {
+				var p95 []float64
+				for s := r.ImpairFrom + cappedSettleSec; s < r.ImpairTo; s++ {
+					if judged(r, s) && c.Series[s].AgeP95Ms >= 0 {
+						p95 = append(p95, c.Series[s].AgeP95Ms)
+					}
+				}
+				q := botswarm.Median(p95) - base
+				t.Logf("capped client %d: median per-second snapshot-age p95 %.0f ms above the warm-up's %.0f ms", c.ID, q, base)
+				if len(p95) > 0 && q > cappedQueueMs {
+					t.Errorf("capped client %d: snapshot-age p95 %.0f ms above the warm-up's in the median judged second, want at most %d", c.ID, q, cappedQueueMs)
+				}
 			}
 			recovered, seen := false, false
 			for s := r.ImpairTo + recoveryFromSec; s+1 < end; s++ {
