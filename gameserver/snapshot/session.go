@@ -137,6 +137,9 @@ type Session struct {
 	ackQueue []uint16 // ring indices acknowledged since the last frame
 
 	ring      [ringSize]sentPacket
+	// pending has bit i set while ring[i] holds a packet not acknowledged yet, so that an ACK
+	// finds its news without reading the ring entries of the packets it acknowledged before.
+	pending   [ringSize / 64]uint64
 	arena     []uint32
 	arenaHead uint32
 	nextSeq   uint16
@@ -204,6 +207,7 @@ func (s *Session) forget() {
 	for i := range s.ring {
 		s.ring[i].valid = false
 	}
+	s.pending = [ringSize / 64]uint64{}
 	s.lossScan = s.nextSeq
 }
 
@@ -479,7 +483,7 @@ func (s *Session) classify(p *pass) (others bool) {
 		b := uint8(notCandidate)
 		if m.Changed <= rep.clean {
 			rep.priority = 0
-		} else if d2 <= p.due2 && (p.tick-rep.lastSent >= p.resend || rep.lastSent == 0 || m.Changed > rep.lastSent) {
+		} else if d2 <= p.due2 && (m.Changed > rep.lastSent || p.tick-rep.lastSent >= p.resend || rep.lastSent == 0) {
 			relevance := 1 - d2*p.inv
 			if relevance < minRelevance {
 				relevance = minRelevance
@@ -861,6 +865,7 @@ func (s *Session) finish(tick uint32, off int, f *Frame) int {
 		s.stats.PacketsLost++ // evicted before it was acknowledged
 	}
 	*e = sentPacket{tick: tick, start: s.arenaHead - uint32(n), count: uint16(n), seq: seq, valid: true}
+	s.pending[seq&(ringSize-1)>>6] |= 1 << (seq & 63)
 	s.nextSeq++
 	if s.nextSeq-s.lossScan > ringSize {
 		s.lossScan = s.nextSeq - ringSize
@@ -881,8 +886,8 @@ func (s *Session) HandleAck(a *protocol.Ack) (AckResult, error) {
 	s.ReportClientTick(a.LastAppliedTick)
 	s.ackPacket(a.Latest, &res)
 	for bits, i := a.Received, uint16(1); bits != 0; bits, i = bits>>1, i+1 {
-		if bits&1 != 0 {
-			s.ackPacket(a.Latest-i, &res)
+		if seq := a.Latest - i; bits&1 != 0 && s.pending[seq&(ringSize-1)>>6]>>(seq&63)&1 != 0 {
+			s.ackPacket(seq, &res)
 		}
 	}
 	for s.lossScan != s.nextSeq && int16(a.Latest-s.lossScan) >= lossReorder {
@@ -909,6 +914,7 @@ func (s *Session) ackPacket(seq uint16, res *AckResult) {
 		return
 	}
 	e.acked = true
+	s.pending[seq&(ringSize-1)>>6] &^= 1 << (seq & 63)
 	res.Acked++
 	if !e.lost {
 		sample := float32(s.w.Tick() - e.tick)
