@@ -136,7 +136,7 @@ type Session struct {
 	index    slotIndex
 	ackQueue []uint16 // ring indices acknowledged since the last frame
 
-	ring      [ringSize]sentPacket
+	ring [ringSize]sentPacket
 	// pending has bit i set while ring[i] holds a packet not acknowledged yet, so that an ACK
 	// finds its news without reading the ring entries of the packets it acknowledged before.
 	pending   [ringSize / 64]uint64
