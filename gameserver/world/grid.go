@@ -14,6 +14,7 @@ type grid struct {
 	n      int     // cells per side
 	start  []int32 // start[c] is the first index of cell c; start[n*n] is the entity count
 	cursor []int32
+	cellOf []int32 // per slot, its cell in the rebuild under way; -1 for a dead slot
 	slots  []uint16
 	xs, ys []float32
 	none   []uint8 // a slot bitmap with no slot set: query's known set
@@ -27,6 +28,7 @@ func newGrid(half, cell float32, capacity int) grid {
 		n:      n,
 		start:  make([]int32, n*n+1),
 		cursor: make([]int32, n*n),
+		cellOf: make([]int32, capacity),
 		slots:  make([]uint16, capacity),
 		xs:     make([]float32, capacity),
 		ys:     make([]float32, capacity),
@@ -40,26 +42,30 @@ func (g *grid) cell(v float32) int {
 	return max(0, min(g.n-1, c))
 }
 
+// rebuild puts the live entities in their cells: it counts them per cell, then places them,
+// finding each entity's cell once.
 func (g *grid) rebuild(meta []SlotMeta, pos [][3]float32) {
 	clear(g.start)
+	cellOf := g.cellOf[:len(meta)]
 	for s := range meta {
+		c := int32(-1)
 		if meta[s].Alive {
-			g.start[g.cell(pos[s][1])*g.n+g.cell(pos[s][0])+1]++
+			c = int32(g.cell(pos[s][1])*g.n + g.cell(pos[s][0]))
+			g.start[c+1]++
 		}
+		cellOf[s] = c
 	}
 	for c := 1; c < len(g.start); c++ {
 		g.start[c] += g.start[c-1]
 	}
 	copy(g.cursor, g.start)
-	for s := range meta {
-		if !meta[s].Alive {
+	for s, c := range cellOf {
+		if c < 0 {
 			continue
 		}
-		p := pos[s]
-		c := g.cell(p[1])*g.n + g.cell(p[0])
 		i := g.cursor[c]
 		g.cursor[c]++
-		g.slots[i], g.xs[i], g.ys[i] = uint16(s), p[0], p[1]
+		g.slots[i], g.xs[i], g.ys[i] = uint16(s), pos[s][0], pos[s][1]
 	}
 }
 
