@@ -82,6 +82,8 @@ type LossEstimator struct {
 
 	// del is the delivery count (Delivered).
 	del Delivery
+	// judged counts the packets judged so far, lost or delivered (Judged).
+	judged uint64
 }
 
 // Delivery is a session's delivery count: the bytes of its snapshot packets acknowledged so
@@ -233,8 +235,10 @@ func (e *LossEstimator) Update(nowMs int64, rttMs uint32) float64 {
 		case slotSent:
 			e.lostW++
 			e.totalW++
+			e.judged++
 		case slotAcked:
 			e.totalW++
+			e.judged++
 		}
 		e.count--
 	}
@@ -244,6 +248,11 @@ func (e *LossEstimator) Update(nowMs int64, rttMs uint32) float64 {
 	}
 	return e.Loss()
 }
+
+// Judged returns how many packets Update has judged so far, lost or delivered (never-sent
+// sequence numbers and forgotten packets are not judged). The difference between two counts is
+// the evidence the loss ratio gained between them; sending less makes it grow more slowly.
+func (e *LossEstimator) Judged() uint64 { return e.judged }
 
 // Loss returns the loss ratio as of the last Update, in [0, 1]; 0 without evidence.
 func (e *LossEstimator) Loss() float64 {
