@@ -43,7 +43,24 @@
 // backlog over its threshold cuts the throttle by DecreaseFactor (down to the floor); so does a
 // delay signal over the margin, unless the bottleneck response has a ceiling in force, which is
 // the answer to delay on such a path (the throttle then holds). A peer with none of these signals
-// gains IncreaseStep (up to 1). The throttle is held between evaluations.
+// gains IncreaseStep (up to 1) in proportion to the evidence the evaluation brought: the packets
+// the loss estimator judged in it, against the EvalIntervalTicks packets an interval judges at
+// full rate, and never less than MinIncreaseShare of the step. The throttle is held between
+// evaluations.
+//
+// The reference AIMD rule gains the whole step on every healthy evaluation, whatever the rate.
+// It cannot hold a backed-off peer on a lossy link: "healthy" means the loss estimate is under
+// the threshold, and at the rates a back-off leaves the estimate rests on few packets. At 10 Hz
+// a link losing 5% shows about one loss every two seconds; its estimate (a half-second time
+// constant, about five packets) reads healthy a second or so after each loss, and a loss-free
+// stretch of a second or two is likely (0.95^20 = 36%). The reference step climbs 0.5 a second,
+// from the 10 Hz floor back to full rate in under two seconds, so the peer was sent 60 Hz again
+// on evidence of twenty packets. The delay rise (80 ms on such a link) holds the peer only until
+// the RTT baseline drifts up to it. Clocking the increase by the judged packets, as TCP clocks its
+// window's growth by ACKs, makes the climb rest on the same evidence at every rate: a full step
+// needs the six packets a full-rate interval brings. The floor keeps a peer recovering from the
+// lowest rates within a few seconds when its link heals (see MinIncreaseShare). Sending less
+// makes the climb slower, never a decrease: the anti-feedback rule holds.
 //
 // # The bottleneck response
 //

@@ -35,6 +35,7 @@ func FuzzController(f *testing.F) {
 		tick := uint64(0)
 		last := uint64(NeverSent)
 		var delivered Delivery
+		var judged uint64
 		now := uint32(0)
 		for i := 0; i+16 <= len(data); i += 16 {
 			// The delivery count and the clock move by amounts the bytes give, the count by
@@ -43,6 +44,8 @@ func FuzzController(f *testing.F) {
 			delivered.Bytes += uint64(binary.LittleEndian.Uint16(data[i+8:]))
 			delivered.AtMs += uint32(int16(binary.LittleEndian.Uint16(data[i+10:])))
 			delivered.SentMs += uint32(int16(binary.LittleEndian.Uint16(data[i+12:])))
+			// The judged count grows by any amount, or goes back (a reset estimator).
+			judged += uint64(int64(int8(data[i+5])))
 			s := Sample{
 				LossRatio:             math.Float64frombits(binary.LittleEndian.Uint64(data[i:])),
 				RTTMs:                 binary.LittleEndian.Uint32(data[i+8:]),
@@ -51,6 +54,7 @@ func FuzzController(f *testing.F) {
 				AckRTTMs:     binary.LittleEndian.Uint32(data[i+4:]),
 				HaveAckRTT:   data[i+2]&1 == 1,
 				Delivered:    delivered,
+				Judged:       judged,
 				NowMs:        now,
 				CeilingBound: data[i+2]&2 == 2,
 			}
@@ -73,8 +77,8 @@ func FuzzController(f *testing.F) {
 }
 
 // FuzzLossEstimator drives an estimator with an arbitrary sequence of sends, ACKs and updates and
-// checks that the loss stays a ratio, the tracked window stays consistent and the delivery count
-// never goes back.
+// checks that the loss stays a ratio, the tracked window stays consistent and neither the
+// delivery count nor the judged count ever goes back.
 func FuzzLossEstimator(f *testing.F) {
 	f.Add([]byte{0, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 200})
 	f.Add([]byte{0, 0xff, 0xff, 0, 0, 0, 0, 0, 3, 0xff, 0xff, 0xff, 2, 0xff, 0xff, 0xff})
@@ -82,7 +86,7 @@ func FuzzLossEstimator(f *testing.F) {
 		var e LossEstimator
 		now := int64(0)
 		seq := uint16(0)
-		var delivered uint64
+		var delivered, judged uint64
 		for i := 0; i+4 <= len(ops); i += 4 {
 			arg := binary.LittleEndian.Uint16(ops[i+1:])
 			small := ops[i+3]
@@ -119,6 +123,11 @@ func FuzzLossEstimator(f *testing.F) {
 				t.Fatalf("delivered %d bytes after %d", d, delivered)
 			} else {
 				delivered = d
+			}
+			if j := e.Judged(); j < judged {
+				t.Fatalf("judged %d packets after %d", j, judged)
+			} else {
+				judged = j
 			}
 			if math.IsNaN(e.lostW) || math.IsInf(e.totalW, 0) || e.lostW > e.totalW+1e-9 || e.lostW < 0 {
 				t.Fatalf("weights lost %v total %v", e.lostW, e.totalW)

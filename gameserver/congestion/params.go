@@ -10,6 +10,17 @@ import "math"
 // queue needs to drain after a back-off, so delay we cause is acted on long before it is absorbed.
 const BaselineDriftMsPerSecond = 10
 
+// MinIncreaseShare is the least share of IncreaseStep a healthy evaluation earns, however few
+// packets the loss estimator judged in it (see the package doc, "The throttle"). A healthy
+// evaluation earns IncreaseStep in proportion to the packets judged in it, against the
+// EvalIntervalTicks packets of an interval at full rate. At the defaults (60 Hz, evaluations of
+// 6 ticks) a peer sent one-packet frames at 30 Hz or less judges at most 3 packets an
+// evaluation, so it earns this share: the climb from the 10 Hz floor back to full rate takes
+// (1-1/6)/(0.05*0.5) = 34 evaluations, 3.4 s instead of 1.7, which keeps a peer whose link healed
+// back at full rate within five seconds, while a lossy link's loss-free stretches must be twice
+// as long to lift its peer back to full rate.
+const MinIncreaseShare = 0.5
+
 // Bounds that MakeParams and the Controller clamp to. They keep every quantity finite and
 // meaningful; a config that passed the netcode validation is inside them and maps unchanged.
 const (
