@@ -80,13 +80,20 @@ func TestAdversaries(t *testing.T) {
 	flooder := newBot(t, b.Address(), 13)
 	all := append(swarm{staller, malformed, parker, flooder}, good...)
 	all.until(t, "all connected", all.allUp)
+	// A client counts itself connected before the server's loop has handled the connect, so the
+	// slots are read once the server has a session for every client: a client missing from the
+	// map would read as slot 0, another client's.
 	slots := map[uint32]int{}
-	inLoop(t, b, func() {
-		for slot, s := range b.sessions {
-			if s.Active() {
-				slots[b.connData[slot]] = slot
+	all.until(t, "a server session for every client", func() bool {
+		clear(slots)
+		inLoop(t, b, func() {
+			for slot, s := range b.sessions {
+				if s.Active() {
+					slots[b.connData[slot]] = slot
+				}
 			}
-		}
+		})
+		return len(slots) == len(all)
 	})
 	all.runFor(t, 300*time.Millisecond)
 
