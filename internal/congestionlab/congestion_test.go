@@ -24,6 +24,11 @@ const (
 	// controller).
 	cappedSettleSec = 2
 	cappedQueueMs   = 100
+	// A capped client is sent no more than its path carries: over the judged seconds from
+	// cappedSettleSec into the impairment, at most cappedMaxLoss of the snapshot packets sent to
+	// it are lost (the path's queue overflows). Without the controller the server keeps sending
+	// twice what the path carries and about half is lost.
+	cappedMaxLoss = 0.10
 	// A recovered client is sent every tick again; two judged seconds in a row at recoveredHz or
 	// more show it, from recoveryFromSec after the impairment ended (the expected climb is about
 	// 2.5 s).
@@ -41,7 +46,7 @@ const (
 // TestCongestionResponse runs the reference scenario with the controller enabled and checks what
 // the clients observed: the lossy clients are backed off well under 60 Hz soon after the
 // impairment starts, the capped clients are paced under their path's bottleneck so that its
-// queue stays short, both come back to full rate after it ends, and the healthy clients keep full
+// queue stays short and overflows no packets, both come back to full rate after it ends, and the healthy clients keep full
 // rate throughout. The reference targets themselves are measured by make bench-congestion; this
 // test holds the behaviour with wide margins, and judges only seconds in which the server's tick
 // loop kept time (see judged), so a loaded machine cannot pass for a congested link.
@@ -100,9 +105,20 @@ func TestCongestionResponse(t *testing.T) {
 			}
 			if class == ClassCapped {
 				var p95 []float64
+				var got, lost int
 				for s := r.ImpairFrom + cappedSettleSec; s < r.ImpairTo; s++ {
 					if judged(r, s) && c.Series[s].AgeP95Ms >= 0 {
 						p95 = append(p95, c.Series[s].AgeP95Ms)
+					}
+					if judged(r, s) {
+						got, lost = got+c.Series[s].Packets, lost+c.Series[s].Lost
+					}
+				}
+				if sent := got + lost; sent > 0 {
+					t.Logf("capped client %d: %d of %d snapshot packets lost from %d s into the impairment", c.ID, lost, sent, cappedSettleSec)
+					if float64(lost) > cappedMaxLoss*float64(sent) {
+						t.Errorf("capped client %d: %d of %d snapshot packets lost on its capped path, want at most %.0f%%: it is sent more than the path carries",
+							c.ID, lost, sent, 100*cappedMaxLoss)
 					}
 				}
 				q := botswarm.Median(p95) - base
