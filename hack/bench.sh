@@ -8,6 +8,8 @@ log() { printf '[bench] %s\n' "$*"; }
 
 log "Go benchmarks -> $OUT/go-bench.txt"
 go test -run '^$' -bench . -benchmem -count "${BENCH_COUNT:-5}" -timeout 60m ./... | tee "$OUT/go-bench.txt"
+log "congestion-sim: the lossy targets over 2000 simulated peers -> $OUT/congestion-sim.json"
+go run ./hack/congestion-sim --runs 2000 --out "$OUT"
 # Benchmarks that write a table's JSON under $OUT include the operator's: config propagation
 # (operator-config-propagation.json), allocation from a 500-server fleet (fleet-allocation.json)
 # and a fleet netcode edit reaching 200 servers (fleet-netcode.json).

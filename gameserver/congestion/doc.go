@@ -62,6 +62,14 @@
 // lowest rates within a few seconds when its link heals (see MinIncreaseShare). Sending less
 // makes the climb slower, never a decrease: the anti-feedback rule holds.
 //
+// Random loss and a link that healed look alike but for the length of the stretch without loss,
+// so the evidence a climb back to full rate rests on decides both how often a lossy link's
+// loss-free stretches earn its peer full rate for a moment, and how long a healed link waits for
+// it. hack/congestion-sim measures both over thousands of simulated peers: at the defaults, on a
+// link losing 5% with 80 ms added, the median send rate is about 11 Hz, about 3% of peers are sent
+// more than 30 Hz over some two seconds of a 12-second impairment, and a healed peer is back at
+// full rate after 4 to 5 seconds.
+//
 // # The bottleneck response
 //
 // A path sent more than its bottleneck carries builds a queue, and the throttle's levers alone
