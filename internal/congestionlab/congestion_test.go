@@ -46,10 +46,11 @@ const (
 // TestCongestionResponse runs the reference scenario with the controller enabled and checks what
 // the clients observed: the lossy clients are backed off well under 60 Hz soon after the
 // impairment starts, the capped clients are paced under their path's bottleneck so that its
-// queue stays short and overflows no packets, both come back to full rate after it ends, and the healthy clients keep full
-// rate throughout. The reference targets themselves are measured by make bench-congestion; this
-// test holds the behaviour with wide margins, and judges only seconds in which the server's tick
-// loop kept time (see judged), so a loaded machine cannot pass for a congested link.
+// queue stays short and seldom overflows, both come back to full rate after it ends, and the
+// healthy clients keep full rate throughout. The reference targets themselves are measured by
+// make bench-congestion; this test holds the behaviour with wide margins, and judges only seconds
+// in which the server's tick loop kept time (see judged), so a loaded machine cannot pass for a
+// congested link.
 func TestCongestionResponse(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
