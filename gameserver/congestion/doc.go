@@ -67,8 +67,8 @@
 // loss-free stretches earn its peer full rate for a moment, and how long a healed link waits for
 // it. hack/congestion-sim measures both over thousands of simulated peers: at the defaults, on a
 // link losing 5% with 80 ms added, the median send rate is about 11 Hz, about 3% of peers are sent
-// more than 30 Hz over some two seconds of a 12-second impairment, and a healed peer is back at
-// full rate after 4 to 5 seconds.
+// more than 30 Hz on average over some two seconds of a 12-second impairment (after its first two),
+// and a healed peer is back at full rate after 4 to 5 seconds.
 //
 // # The bottleneck response
 //
