@@ -121,9 +121,7 @@ type Client struct {
 	alive   int
 	snap    protocol.Snapshot
 
-	haveSeq   bool
-	latest    uint16
-	received  uint64
+	acks      protocol.AckState
 	ackDue    bool
 	need      []uint16
 	resync    bool
@@ -207,7 +205,8 @@ func (c *Client) handleSnapshot(b []byte, nowUnixMs int64) error {
 	c.stats.LastAgeMs = age
 	c.stats.MaxAgeMs = max(c.stats.MaxAgeMs, age)
 	c.stats.SumAgeMs += int64(age)
-	c.received1(s.Seq)
+	c.acks.Receive(s.Seq)
+	c.ackDue = true
 	if s.Flags&protocol.FlagReset != 0 {
 		c.reset(s.Tick)
 	}
@@ -220,22 +219,6 @@ func (c *Client) handleSnapshot(b []byte, nowUnixMs int64) error {
 	}
 	c.applied = max(c.applied, s.Tick)
 	return nil
-}
-
-// received1 records a received sequence for the next ACK.
-func (c *Client) received1(seq uint16) {
-	c.ackDue = true
-	if !c.haveSeq {
-		c.haveSeq, c.latest, c.received = true, seq, 0
-		return
-	}
-	switch d := int16(seq - c.latest); {
-	case d > 0:
-		c.received = c.received<<d | 1<<(d-1) // shifts of 64 or more give 0
-		c.latest = seq
-	case d < 0 && d >= -protocol.AckWindow:
-		c.received |= 1 << (-d - 1)
-	}
 }
 
 func (c *Client) lookup(id uint16) *entry {
@@ -389,10 +372,10 @@ func (c *Client) AckDue() bool { return c.ackDue }
 // AppendAck appends an ACK of every packet received (the newest and the AckWindow before it) to
 // dst. It reports false, appending nothing, before the first packet.
 func (c *Client) AppendAck(dst []byte) ([]byte, bool) {
-	if !c.haveSeq {
+	if !c.acks.Any {
 		return dst, false
 	}
-	a := protocol.Ack{Latest: c.latest, Received: c.received, LastAppliedTick: c.applied, Resync: c.resync}
+	a := protocol.Ack{Latest: c.acks.Latest, Received: c.acks.Received, LastAppliedTick: c.applied, Resync: c.resync}
 	for _, id := range c.need {
 		a.AddNeedFull(id)
 	}

@@ -32,6 +32,31 @@ func DecodeReset(b []byte, m *Reset) error {
 	return endDecode(&r)
 }
 
+// AckState is what a client's next ACK says it received: the newest SNAPSHOT sequence and,
+// bit i of Received, sequence Latest-1-i. The zero value has received nothing.
+type AckState struct {
+	Latest   uint16
+	Received uint64
+	// Any is set once a packet was received.
+	Any bool
+}
+
+// Receive records the receipt of SNAPSHOT packet seq. A duplicate, or a packet older than the
+// AckWindow before the newest, changes nothing.
+func (a *AckState) Receive(seq uint16) {
+	if !a.Any {
+		a.Any, a.Latest, a.Received = true, seq, 0
+		return
+	}
+	switch d := int16(seq - a.Latest); {
+	case d > 0:
+		a.Received = a.Received<<d | 1<<(d-1) // shifts of 64 or more give 0
+		a.Latest = seq
+	case d < 0 && d >= -AckWindow:
+		a.Received |= 1 << (-d - 1)
+	}
+}
+
 // Ack acknowledges received SNAPSHOT packets: Latest is the newest sequence received, bit i of
 // Received is set when sequence Latest-1-i was received (AckWindow sequences in all). Every
 // ACK repeats the whole window, so losing some ACKs loses no acknowledgement.

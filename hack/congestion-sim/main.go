@@ -2,8 +2,8 @@
 // a peer on a link with random loss: how often it is sent more than the lossy target allows while
 // the loss lasts, and how soon it is back at full rate once the link heals. It runs the game
 // server's own congestion.Controller and congestion.LossEstimator, with the session's parameters
-// for a netcode config, against a simulated path: the snapshot stream, the client's ACKs (latest
-// sequence and a 64-packet bitfield), and ENet's smoothed RTT from its periodic pings.
+// for a netcode config, against a simulated path: the snapshot stream, the client's ACKs (kept as
+// the game client keeps them, protocol.AckState), and ENet's smoothed RTT from its periodic pings.
 //
 // The congestion-response scenario (make bench-congestion) runs real clients, but a run takes a
 // minute and shows four lossy clients; whether a target holds with a margin, or only most of the
@@ -34,6 +34,7 @@ import (
 	"github.com/netfleet/netfleet/api/netcode"
 	"github.com/netfleet/netfleet/gameserver/broadcast"
 	"github.com/netfleet/netfleet/gameserver/congestion"
+	"github.com/netfleet/netfleet/gameserver/protocol"
 	"github.com/netfleet/netfleet/gameserver/session"
 	"github.com/netfleet/netfleet/internal/congestionlab"
 )
@@ -206,11 +207,8 @@ func simulatePeer(p congestion.Params, tickRateHz int, sc Scenario, rng *rand.Ra
 	sent := make([]int, total)
 
 	var acks []pendingAck
-	// received is what the client has received, by sequence; a run sends fewer than 2^16
-	// packets, so sequences do not wrap.
-	var received [1 << 16]bool
-	var latest, seq uint16
-	haveLatest := false
+	var client protocol.AckState
+	var seq uint16
 	rtt := 2 * sc.BaseOneWayMs // ENet's smoothed RTT
 	lastPing := math.Inf(-1)
 	lastSent := uint64(congestion.NeverSent)
@@ -247,18 +245,9 @@ func simulatePeer(p congestion.Params, tickRateHz int, sc Scenario, rng *rand.Ra
 		est.OnSent(seq, sc.FrameBytes, int64(now))
 		sent[sec]++
 		if rng.Float64() >= loss {
-			// The client acknowledges on receipt: the latest sequence and the 64 before it.
-			received[seq] = true
-			if !haveLatest || int16(seq-latest) > 0 {
-				latest, haveLatest = seq, true
-			}
-			var preceding uint64
-			for i := range uint16(64) {
-				if received[latest-1-i] {
-					preceding |= 1 << i
-				}
-			}
-			acks = append(acks, pendingAck{atMs: now + down + sc.BaseOneWayMs, latest: latest, preceding: preceding})
+			// The client acknowledges on receipt.
+			client.Receive(seq)
+			acks = append(acks, pendingAck{atMs: now + down + sc.BaseOneWayMs, latest: client.Latest, preceding: client.Received})
 		}
 		seq++
 	}
