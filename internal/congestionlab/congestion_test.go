@@ -108,12 +108,13 @@ func TestCongestionResponse(t *testing.T) {
 				var p95 []float64
 				var got, lost int
 				for s := r.ImpairFrom + cappedSettleSec; s < r.ImpairTo; s++ {
-					if judged(r, s) && c.Series[s].AgeP95Ms >= 0 {
+					if !judged(r, s) {
+						continue
+					}
+					if c.Series[s].AgeP95Ms >= 0 {
 						p95 = append(p95, c.Series[s].AgeP95Ms)
 					}
-					if judged(r, s) {
-						got, lost = got+c.Series[s].Packets, lost+c.Series[s].Lost
-					}
+					got, lost = got+c.Series[s].Packets, lost+c.Series[s].Lost
 				}
 				if sent := got + lost; sent > 0 {
 					t.Logf("capped client %d: %d of %d snapshot packets lost from %d s into the impairment", c.ID, lost, sent, cappedSettleSec)
