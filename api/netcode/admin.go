@@ -75,6 +75,12 @@ type PeerInfo struct {
 	Throttle         float64 `json:"throttle"`
 	BytesSent        uint64  `json:"bytesSent"`
 	FrameBudgetBytes int     `json:"frameBudgetBytes"`
+	// PacingRateBytesPerSec is the byte rate the peer's sends are paced at: budget.bytesPerSecond
+	// scaled by the throttle, held under the bottleneck ceiling; 0 is unlimited.
+	PacingRateBytesPerSec float64 `json:"pacingRateBytesPerSec"`
+	// CeilingBytesPerSec is the bottleneck ceiling the congestion controller holds for the peer:
+	// about what its path delivered when a queue built on it; 0 when the path has shown none.
+	CeilingBytesPerSec float64 `json:"ceilingBytesPerSec"`
 	// RateClass is 1, 2 or 4: the session is served every RateClass-th tick.
 	RateClass int `json:"rateClass"`
 	// State is "healthy", "degraded" (backed off or rate-classed) or "stalled".

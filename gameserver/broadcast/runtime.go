@@ -114,16 +114,18 @@ func (b *Broadcaster) Peers(dst []netcode.PeerInfo) []netcode.PeerInfo {
 
 func peerInfo(st session.Stats, c session.Counters) netcode.PeerInfo {
 	return netcode.PeerInfo{
-		Slot:             st.Slot,
-		SendRateHz:       st.SendRateHz,
-		LossRatio:        st.LossRatio,
-		EnetLossRatio:    st.EnetLossRatio,
-		RTTMillis:        float64(st.RTTMs),
-		Throttle:         st.Throttle,
-		BytesSent:        c.BytesSent,
-		FrameBudgetBytes: st.FrameBudgetBytes,
-		RateClass:        st.RateClass,
-		State:            st.State.String(),
+		Slot:                  st.Slot,
+		SendRateHz:            st.SendRateHz,
+		LossRatio:             st.LossRatio,
+		EnetLossRatio:         st.EnetLossRatio,
+		RTTMillis:             float64(st.RTTMs),
+		Throttle:              st.Throttle,
+		BytesSent:             c.BytesSent,
+		FrameBudgetBytes:      st.FrameBudgetBytes,
+		PacingRateBytesPerSec: st.RateBytesPerSec,
+		CeilingBytesPerSec:    st.CeilingBytesPerSec,
+		RateClass:             st.RateClass,
+		State:                 st.State.String(),
 	}
 }
 

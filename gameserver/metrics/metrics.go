@@ -77,6 +77,7 @@ type peer struct {
 	throttle    float64
 	bytesSent   uint64
 	frameBudget int
+	ceiling     float64
 	class       int // index into rateClasses
 }
 
@@ -153,7 +154,7 @@ type descs struct {
 	txBytes, rxBytes, txPackets, rxPackets, cHeap, overloaded, spans   *prometheus.Desc
 	generation, info                                                   *prometheus.Desc
 	peerRate, peerLoss, peerEnetLoss, peerRTT, peerThrottle, peerBytes *prometheus.Desc
-	peerBudget                                                         *prometheus.Desc
+	peerBudget, peerCeiling                                            *prometheus.Desc
 }
 
 func newDescs() descs {
@@ -189,6 +190,8 @@ func newDescs() descs {
 		peerThrottle: d("netfleet_gameserver_peer_throttle_ratio", "A peer's congestion throttle, in [congestion.minSendHz / tickRateHz, 1].", "peer"),
 		peerBytes:    d("netfleet_gameserver_peer_sent_bytes_total", "Payload bytes handed to the transport for a peer since it connected.", "peer"),
 		peerBudget:   d("netfleet_gameserver_peer_frame_budget_bytes", "The byte budget of a peer's last frame.", "peer"),
+		peerCeiling: d("netfleet_gameserver_peer_rate_ceiling_bytes_per_second",
+			"The bottleneck ceiling the congestion controller holds on a peer's byte rate (about what its path delivered when a queue built on it); 0 when its path has shown none.", "peer"),
 	}
 }
 
@@ -251,6 +254,7 @@ func (c *Collector) ObserveSecond(sec broadcast.Second) {
 			throttle:    st.Throttle,
 			bytesSent:   ps.Counters.BytesSent,
 			frameBudget: st.FrameBudgetBytes,
+			ceiling:     st.CeilingBytesPerSec,
 		})
 		pp := &p.peers[len(p.peers)-1]
 		pp.class = classIndex(st.RateClass)
@@ -355,7 +359,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		d.connected, d.sessions, d.skips, d.closes, d.disconnects, d.refused, d.poolBytes, d.poolBudget,
 		d.connRefused, d.malformed, d.peerRefused, d.txBytes, d.rxBytes, d.txPackets, d.rxPackets,
 		d.cHeap, d.overloaded, d.spans, d.generation, d.info, d.peerRate, d.peerLoss, d.peerEnetLoss,
-		d.peerRTT, d.peerThrottle, d.peerBytes, d.peerBudget,
+		d.peerRTT, d.peerThrottle, d.peerBytes, d.peerBudget, d.peerCeiling,
 	} {
 		ch <- desc
 	}
@@ -438,5 +442,6 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(d.peerThrottle, p.throttle, slot)
 		counter(d.peerBytes, p.bytesSent, slot)
 		gauge(d.peerBudget, float64(p.frameBudget), slot)
+		gauge(d.peerCeiling, p.ceiling, slot)
 	}
 }

@@ -22,7 +22,7 @@ func stat(slot, class int, hz, loss float64, rttMs uint32, bytes, skipsLag, refu
 	return broadcast.PeerStat{
 		Stats: session.Stats{
 			Slot: slot, RateClass: class, SendRateHz: hz, LossRatio: loss, EnetLossRatio: loss / 2,
-			RTTMs: rttMs, Throttle: 0.5, FrameBudgetBytes: 1200,
+			RTTMs: rttMs, Throttle: 0.5, FrameBudgetBytes: 1200, CeilingBytesPerSec: float64(10 * bytes),
 		},
 		Counters: session.Counters{BytesSent: bytes, SkipsLag: skipsLag, SkipsBusy: 1, IngressRefused: refused},
 	}
@@ -128,6 +128,8 @@ func TestCollector(t *testing.T) {
 				`netfleet_gameserver_peer_throttle_ratio{peer="0"}`:                   0.5,
 				`netfleet_gameserver_peer_sent_bytes_total{peer="3"}`:                 500,
 				`netfleet_gameserver_peer_frame_budget_bytes{peer="0"}`:               1200,
+				`netfleet_gameserver_peer_rate_ceiling_bytes_per_second{peer="0"}`:    10000,
+				`netfleet_gameserver_peer_rate_ceiling_bytes_per_second{peer="3"}`:    5000,
 				`netfleet_gameserver_sessions{rate_class="1"}`:                        1,
 				`netfleet_gameserver_sessions{rate_class="4"}`:                        1,
 				`netfleet_gameserver_session_skips_total{reason="lag"}`:               2,

@@ -35,7 +35,7 @@ const (
 	// config generation 1 and info 1).
 	serverSeries = 89
 	// perPeerSeries are the series of one connected peer while perPeerMetrics is on.
-	perPeerSeries = 7
+	perPeerSeries = 8
 	// scrapePeers is the peer count the series are measured with.
 	scrapePeers = 64
 )

@@ -617,11 +617,13 @@ func (s *Session) Stats() Stats {
 		FrameBudgetBytes: s.frameBudget,
 		RateBytesPerSec:  s.pacer.Rate(),
 		PacerBudgetBytes: s.pacer.Budget(),
-		RateClass:        s.rc.class,
-		DeclaredClass:    s.rc.declared,
-		DetailLevel:      s.level,
-		SkipRun:          s.rc.skips,
-		State:            StateHealthy,
+		// The controller holds none while disabled.
+		CeilingBytesPerSec: s.cc.ByteRateCeiling(),
+		RateClass:          s.rc.class,
+		DeclaredClass:      s.rc.declared,
+		DetailLevel:        s.level,
+		SkipRun:            s.rc.skips,
+		State:              StateHealthy,
 	}
 	if !s.active {
 		return st
@@ -634,7 +636,7 @@ func (s *Session) Stats() Stats {
 	switch {
 	case s.rc.skips > 0:
 		st.State = StateStalled
-	case s.cc.Throttle() < 1 || s.rc.class > s.rc.declared || s.level > 0 || s.rc.episode:
+	case s.cc.Throttle() < 1 || st.CeilingBytesPerSec > 0 || s.rc.class > s.rc.declared || s.level > 0 || s.rc.episode:
 		st.State = StateDegraded
 	}
 	return st

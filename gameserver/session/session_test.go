@@ -294,6 +294,9 @@ func TestBottleneckCeiling(t *testing.T) {
 		if ceiling == 0 || !built {
 			continue
 		}
+		if st.CeilingBytesPerSec != ceiling || st.State == StateHealthy {
+			t.Fatalf("tick %d: Stats report a ceiling of %v B/s and state %s, the controller holds %v", i, st.CeilingBytesPerSec, st.State, ceiling)
+		}
 		if st.RateBytesPerSec != ceiling || st.FrameBudgetBytes > p.s.cc.FrameCeilingBytes() {
 			t.Fatalf("tick %d: paced at %v B/s, frame budget %d; ceiling %v B/s, frame ceiling %d",
 				i, st.RateBytesPerSec, st.FrameBudgetBytes, ceiling, p.s.cc.FrameCeilingBytes())
@@ -322,6 +325,9 @@ func TestBottleneckCeiling(t *testing.T) {
 	h.run(6 * testTickRate)
 	if c := p.s.cc.ByteRateCeiling(); c != 0 && c < demand {
 		t.Errorf("6 s after the path recovered: ceiling %v B/s", c)
+	}
+	if c := p.s.Stats().CeilingBytesPerSec; c != p.s.cc.ByteRateCeiling() {
+		t.Errorf("6 s after the path recovered: Stats report a ceiling of %v B/s, the controller holds %v", c, p.s.cc.ByteRateCeiling())
 	}
 	h.converge(600)
 }

@@ -7,8 +7,8 @@ type State uint8
 const (
 	// StateHealthy: served at its declared rate with full throttle and detail.
 	StateHealthy State = iota
-	// StateDegraded: backed off by the congestion controller, moved to a slower rate class or a
-	// lower detail level.
+	// StateDegraded: backed off by the congestion controller (a throttle under 1 or a bottleneck
+	// ceiling on its byte rate), moved to a slower rate class or a lower detail level.
 	StateDegraded
 	// StateStalled: being skipped; it is closed with 1013 if this lasts.
 	StateStalled
@@ -54,7 +54,10 @@ type Stats struct {
 	// RateBytesPerSec is the pacer's rate (0 unlimited) and PacerBudgetBytes what it may send now.
 	RateBytesPerSec  float64
 	PacerBudgetBytes float64
-	KnownEntities    int
+	// CeilingBytesPerSec is the congestion controller's bottleneck ceiling on the byte rate, 0
+	// when the peer's path has shown none; the pacer's rate is held under it.
+	CeilingBytesPerSec float64
+	KnownEntities      int
 	// ClientTick is the newest tick the client reported having applied.
 	ClientTick uint32
 	// InboxBytes is what the inbox holds now, at most memory.maxPendingBytesPerConnection.

@@ -215,6 +215,9 @@ func gameServerDrillDown() *boardBuilder {
 		WithPanel(panel("Bytes sent per peer", "Snapshot and RESET payload bytes handed to ENet, per second.", "Bps", 12,
 			q(`rate(netfleet_gameserver_peer_sent_bytes_total{`+selOne+`}[$__rate_interval])`, "peer {{peer}}"))).
 		WithPanel(perPeer("Frame budget per peer", "The byte budget of the peer's last frame.", "bytes", "netfleet_gameserver_peer_frame_budget_bytes")).
+		WithPanel(perPeer("Bottleneck ceiling per peer",
+			"The byte rate the congestion controller holds the peer under: about what its path delivered when a queue built on it. 0 when the path has shown none.",
+			"Bps", "netfleet_gameserver_peer_rate_ceiling_bytes_per_second")).
 		WithRow(dashboard.NewRowBuilder("Peers, distribution (always on)")).
 		WithPanel(panel("Peer send rate", "This server's peers, observed once per second.", "hertz", 8,
 			q(quantile(0.1, "netfleet_gameserver_peers_send_rate_hertz", selOne), "p10"),
