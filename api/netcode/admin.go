@@ -75,8 +75,9 @@ type PeerInfo struct {
 	Throttle         float64 `json:"throttle"`
 	BytesSent        uint64  `json:"bytesSent"`
 	FrameBudgetBytes int     `json:"frameBudgetBytes"`
-	// PacingRateBytesPerSec is the byte rate the peer's sends are paced at: budget.bytesPerSecond
-	// scaled by the throttle, held under the bottleneck ceiling; 0 is unlimited.
+	// PacingRateBytesPerSec is the byte rate the peer's sends are paced at:
+	// budget.sessionBytesPerSecond scaled by the throttle, held under the bottleneck ceiling; 0 is
+	// unlimited.
 	PacingRateBytesPerSec float64 `json:"pacingRateBytesPerSec"`
 	// CeilingBytesPerSec is the bottleneck ceiling the congestion controller holds for the peer:
 	// about what its path delivered when a queue built on it; 0 when the path has shown none.
