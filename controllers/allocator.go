@@ -316,13 +316,13 @@ func (x *readyIndex) candidates(ctx context.Context, ns string, sel labels.Selec
 		}
 	}
 	x.mu.RLock()
-	defer x.mu.RUnlock()
 	q := &candidateQueue{h: make([]candidate, 0, len(x.ready[ns]))}
 	for _, gs := range x.ready[ns] {
 		if sel.Matches(labels.Set(gs.Labels)) {
 			q.h = append(q.h, candidate{gs: gs, packed: x.allocated[gs.Status.NodeName], created: gs.CreationTimestamp.UnixNano()})
 		}
 	}
+	x.mu.RUnlock()
 	q.init()
 	return q, nil
 }
