@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptrace"
 	"strings"
 	"sync"
 	"testing"
@@ -48,9 +49,13 @@ func postAllocation(t testing.TB, token string, body []byte) (int, []byte) {
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
+	// Whether the request went out on a kept-alive connection tells a server that dropped
+	// connections from the race of a client reusing one as the server closes it.
+	var conn httptrace.GotConnInfo
+	req = req.WithContext(httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: func(ci httptrace.GotConnInfo) { conn = ci }}))
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%v (connection reused: %v, idle %v before)", err, conn.Reused, conn.IdleTime)
 	}
 	defer func() { _ = resp.Body.Close() }()
 	raw, err := io.ReadAll(resp.Body)
