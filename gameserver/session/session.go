@@ -110,13 +110,12 @@ type Session struct {
 	lastSendMs      int64 // when a frame last went out
 	meter           sendMeter
 	frameBudget     int
-	// ceilingBudget: the frame ceiling set frameBudget; ceilingBound: the frame built last left
-	// records out for it.
-	ceilingBudget, ceilingBound bool
-	link                        Link
-	lossRatio                   float64
-	tick                        uint64
-	nowMs                       int64
+	// ceilingBound: the frame built last left records out for the bottleneck's frame ceiling.
+	ceilingBound bool
+	link         Link
+	lossRatio    float64
+	tick         uint64
+	nowMs        int64
 
 	rc         rateClass
 	sent       sentLog
@@ -164,7 +163,7 @@ func (s *Session) Start(slot int, snap *snapshot.Session, focus world.ID, declar
 	s.lastSentTick = congestion.NeverSent
 	s.meter.reset(s.cfg.TickRateHz)
 	s.frameBudget = 0
-	s.ceilingBudget, s.ceilingBound = false, false
+	s.ceilingBound = false
 	s.link, s.lossRatio = Link{}, 0
 	s.tick, s.nowMs = now.Tick, now.UnixMs
 	s.lastSendMs = now.UnixMs
@@ -423,7 +422,8 @@ func (s *Session) Tick(now Now, link Link, out Sender) Result {
 		s.rc.serve(now.Tick, now.UnixMs)
 		s.runReset = false
 	}
-	s.frameBudget = s.budget()
+	var byCeiling bool
+	s.frameBudget, byCeiling = s.budget()
 	before := s.snap.Stats()
 	if err := s.snap.BuildFrame(s.frameBudget, now.UnixMs, f); err != nil {
 		// Only a second build for one world tick fails; the frame of that tick went already.
@@ -437,8 +437,8 @@ func (s *Session) Tick(now Now, link Link, out Sender) Result {
 	// A frame cut by the bottleneck ceiling does not raise the detail level: the ceiling is the
 	// congestion response, and the controller's probes need the peer's demand to show whether
 	// the path carries more.
-	s.bl.frame(starved && !s.ceilingBudget)
-	s.ceilingBound = starved && s.ceilingBudget
+	s.bl.frame(starved && !byCeiling)
+	s.ceilingBound = starved && byCeiling
 	s.ctr.FramesBuilt++
 	if f.Packets() == 0 && f.ResetMessage() == nil {
 		s.frames.Put(f)
@@ -501,9 +501,10 @@ func (s *Session) updateLevel(now Now) {
 // send, so a frame is normally admitted by the pacer whole and nothing is dropped.
 //
 // Under a bottleneck ceiling the frame is also held to the controller's frame ceiling, which
-// keeps each frame quick to cross the bottleneck however rarely the throttle sends.
-func (s *Session) budget() int {
-	b := s.cfg.FrameBytes
+// keeps each frame quick to cross the bottleneck however rarely the throttle sends; byCeiling
+// reports that the frame ceiling is what set the budget.
+func (s *Session) budget() (b int, byCeiling bool) {
+	b = s.cfg.FrameBytes
 	if st := s.cfg.SnapshotBytesPerTick; st > 0 {
 		b = min(b, s.cc.EffectiveBudget(st))
 	}
@@ -512,11 +513,10 @@ func (s *Session) budget() int {
 		perSend := int(r * float64(every) / float64(s.cfg.TickRateHz))
 		b = min(b, max(perSend, netcode.MinSnapshotBytesPerTick))
 	}
-	s.ceilingBudget = false
 	if fc := s.cc.FrameCeilingBytes(); fc > 0 && fc <= b {
-		b, s.ceilingBudget = fc, true
+		return fc, true
 	}
-	return b
+	return b, false
 }
 
 // byteRate is the session's pacing rate: its byte rate scaled by the throttle, held under the
