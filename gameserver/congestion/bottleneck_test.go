@@ -4,6 +4,8 @@ import (
 	"math"
 	"slices"
 	"testing"
+
+	"github.com/netfleet/netfleet/gameserver/protocol"
 )
 
 const (
@@ -462,7 +464,7 @@ func TestCeilingLevers(t *testing.T) {
 type simLink struct {
 	c        Controller
 	est      LossEstimator
-	cl       ackClient
+	cl       protocol.AckState
 	capacity float64
 	freeMs   float64 // when the bottleneck has sent what it holds
 	seq      uint16
@@ -495,8 +497,8 @@ func (l *simLink) tick(i int) {
 	for len(l.toClient) > 0 && l.toClient[0].atMs <= now {
 		p := l.toClient[0]
 		l.toClient = l.toClient[1:]
-		l.cl.receive(p.seq)
-		l.toServer = append(l.toServer, simPacket{atMs: p.atMs + simOneWayMs, seq: l.cl.latest, bits: l.cl.bits})
+		l.cl.Receive(p.seq)
+		l.toServer = append(l.toServer, simPacket{atMs: p.atMs + simOneWayMs, seq: l.cl.Latest, bits: l.cl.Received})
 	}
 	for len(l.toServer) > 0 && l.toServer[0].atMs <= now {
 		a := l.toServer[0]

@@ -3,35 +3,9 @@ package congestion
 import (
 	"math"
 	"testing"
+
+	"github.com/netfleet/netfleet/gameserver/protocol"
 )
-
-// ackClient is the client side of the ACK protocol: it remembers the latest received sequence
-// and a bitfield of the 64 before it, and acknowledges each received packet at once.
-type ackClient struct {
-	have   bool
-	latest uint16
-	bits   uint64
-}
-
-func (c *ackClient) receive(seq uint16) {
-	if !c.have {
-		c.have, c.latest, c.bits = true, seq, 0
-		return
-	}
-	d := int16(seq - c.latest)
-	switch {
-	case d > 0:
-		// The old latest becomes bit d-1 of the field.
-		if d >= 64 {
-			c.bits = 0
-		} else {
-			c.bits = c.bits<<uint(d) | 1<<uint(d-1)
-		}
-		c.latest = seq
-	case d < 0 && d >= -64:
-		c.bits |= 1 << uint(-d-1)
-	}
-}
 
 type inFlight struct {
 	arriveMs int64
@@ -44,7 +18,7 @@ type inFlight struct {
 // received packet with an ACK carrying its bitfield.
 type link struct {
 	est          LossEstimator
-	client       ackClient
+	client       protocol.AckState // the client acknowledges each received packet at once
 	rng          testRand
 	dataLoss     float64
 	ackLoss      float64
@@ -65,11 +39,11 @@ func newLink(seed uint64, dataLoss, ackLoss float64, rttMs int64, firstSeq uint1
 // tick advances the link to nowMs: deliveries, then packets sends, then the estimator's Update.
 func (l *link) tick(nowMs int64, packets int) {
 	for len(l.toClient) > 0 && l.toClient[0].arriveMs <= nowMs {
-		l.client.receive(l.toClient[0].seq)
+		l.client.Receive(l.toClient[0].seq)
 		l.acks++
 		dropped := l.ackDropEvery > 0 && l.acks%l.ackDropEvery == 0
 		if l.rng.float() >= l.ackLoss && !dropped {
-			l.toServer = append(l.toServer, inFlight{arriveMs: nowMs + l.oneWayMs, seq: l.client.latest, bits: l.client.bits})
+			l.toServer = append(l.toServer, inFlight{arriveMs: nowMs + l.oneWayMs, seq: l.client.Latest, bits: l.client.Received})
 		}
 		l.toClient = l.toClient[1:]
 	}
