@@ -60,6 +60,10 @@ type Controller struct {
 	lastAckMs uint32
 	// judgedMark is Sample.Judged at the last evaluation.
 	judgedMark uint64
+	// driftHold is how many more ticks the baselines do not drift (Params.BaselineHoldTicks);
+	// delayed says the last evaluation found a delay signal over the margin.
+	driftHold uint32
+	delayed   bool
 
 	b bottleneck
 }
@@ -110,6 +114,7 @@ func (c *Controller) SetParams(p Params) {
 		return
 	}
 	c.throttle = min(max(t, c.p.ThrottleFloor), 1)
+	c.driftHold = min(c.driftHold, c.p.BaselineHoldTicks)
 }
 
 // Params returns the controller's Params as clamped into their safe ranges.
@@ -120,8 +125,16 @@ func (c *Controller) Params() Params { return c.p }
 // building is answered at once (bottleneck.go); every EvalIntervalTicks-th call classifies the
 // peer and moves the bottleneck response and the throttle, which are held in between.
 func (c *Controller) Step(s Sample) {
-	c.trackBaseline(s.RTTMs)
-	c.trackAckRTT(s)
+	if s.LossRatio > c.p.LossThreshold*LossEvidenceShare {
+		c.driftHold = c.p.BaselineHoldTicks
+	}
+	drift := c.p.BaselineDriftUsPerTick
+	if c.driftHold > 0 {
+		drift = 0
+		c.driftHold--
+	}
+	c.trackBaseline(s.RTTMs, drift)
+	c.trackAckRTT(s, drift)
 	if !c.p.Enabled {
 		c.haveAckMin = false
 		return
@@ -149,6 +162,12 @@ func (c *Controller) Step(s Sample) {
 	c.prevAckMinMs, c.prevAckQueue = c.ackMinMs, sig.ackQueue
 	c.haveAckMin = false
 	c.evaluateBottleneck(sig.ackQueue, s.NowMs)
+	if delayed := sig.ackQueue || sig.rttDelay; delayed != c.delayed {
+		c.delayed = delayed
+		if delayed { // a delay rise: the baselines wait BaselineHoldMs before following it
+			c.driftHold = max(c.driftHold, c.p.BaselineHoldTicks)
+		}
+	}
 	c.congested = sig.loss || sig.backlog || sig.ackQueue || sig.rttDelay
 	switch {
 	case sig.loss || sig.backlog:
@@ -174,11 +193,11 @@ func (c *Controller) increaseShare(judged uint64) float64 {
 // a queue growing: an eighth of the delay margin.
 func (c *Controller) riseMs() uint32 { return c.p.DelayMarginMs / 8 }
 
-// trackAckRTT keeps the acknowledgement round trip's baseline — its drift accrues every tick,
-// whether or not a packet was acknowledged —, the smallest sample of the evaluation interval,
-// and the run of samples rising over the margin.
-func (c *Controller) trackAckRTT(s Sample) {
-	c.ackBaseline.drift(c.p.BaselineDriftUsPerTick)
+// trackAckRTT keeps the acknowledgement round trip's baseline — its drift (driftUs, 0 during a
+// hold) accrues every tick, whether or not a packet was acknowledged —, the smallest sample of
+// the evaluation interval, and the run of samples rising over the margin.
+func (c *Controller) trackAckRTT(s Sample, driftUs uint32) {
+	c.ackBaseline.drift(driftUs)
 	if !s.HaveAckRTT {
 		return
 	}
@@ -197,13 +216,13 @@ func (c *Controller) trackAckRTT(s Sample) {
 	}
 }
 
-// trackBaseline keeps the RTT baseline at min(rtt, baseline + drift), drifting only on ticks with
-// an RTT. An RTT of 0 is "unknown" and skipped.
-func (c *Controller) trackBaseline(rttMs uint32) {
+// trackBaseline keeps the RTT baseline at min(rtt, baseline + driftUs), drifting only on ticks
+// with an RTT. An RTT of 0 is "unknown" and skipped.
+func (c *Controller) trackBaseline(rttMs, driftUs uint32) {
 	if rttMs == 0 {
 		return
 	}
-	c.baseline.drift(c.p.BaselineDriftUsPerTick)
+	c.baseline.drift(driftUs)
 	c.baseline.observe(uint64(rttMs) * 1000)
 }
 

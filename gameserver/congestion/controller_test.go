@@ -58,7 +58,7 @@ func TestMakeParams(t *testing.T) {
 			want: Params{
 				Enabled: true, ThrottleFloor: 10.0 / 60, MaxIntervalTicks: 6, LossThreshold: 0.02,
 				DelayMarginMs: 40, BacklogThresholdBytes: 32768, IncreaseStep: 0.05, DecreaseFactor: 0.7,
-				EvalIntervalTicks: 6, BudgetFloorBytes: 400, BaselineDriftUsPerTick: 167,
+				EvalIntervalTicks: 6, BudgetFloorBytes: 400, BaselineDriftUsPerTick: 167, BaselineHoldTicks: 300,
 				TickRateHz: 60, MinFrameBytes: DefaultMinFrameBytes,
 			},
 		},
@@ -68,7 +68,7 @@ func TestMakeParams(t *testing.T) {
 			want: Params{
 				Enabled: true, ThrottleFloor: 7.0 / 60, MaxIntervalTicks: 9, LossThreshold: 0.02,
 				DelayMarginMs: 40, BacklogThresholdBytes: 32768, IncreaseStep: 0.05, DecreaseFactor: 0.7,
-				EvalIntervalTicks: 6, BudgetFloorBytes: 400, BaselineDriftUsPerTick: 167,
+				EvalIntervalTicks: 6, BudgetFloorBytes: 400, BaselineDriftUsPerTick: 167, BaselineHoldTicks: 300,
 				TickRateHz: 60, MinFrameBytes: DefaultMinFrameBytes,
 			},
 		},
@@ -78,7 +78,7 @@ func TestMakeParams(t *testing.T) {
 			want: Params{
 				ThrottleFloor: 1, MaxIntervalTicks: 1, LossThreshold: 0.02,
 				DelayMarginMs: 40, BacklogThresholdBytes: 32768, IncreaseStep: 0.05, DecreaseFactor: 0.7,
-				EvalIntervalTicks: 6, BudgetFloorBytes: 400, BaselineDriftUsPerTick: 1000,
+				EvalIntervalTicks: 6, BudgetFloorBytes: 400, BaselineDriftUsPerTick: 1000, BaselineHoldTicks: 50,
 				TickRateHz: 10, MinFrameBytes: DefaultMinFrameBytes,
 			},
 		},
@@ -88,7 +88,7 @@ func TestMakeParams(t *testing.T) {
 			want: Params{
 				Enabled: true, ThrottleFloor: 1, MaxIntervalTicks: 1, LossThreshold: 0.02,
 				DelayMarginMs: 40, BacklogThresholdBytes: 32768, IncreaseStep: 0.05, DecreaseFactor: 0.7,
-				EvalIntervalTicks: 6, BudgetFloorBytes: 400, BaselineDriftUsPerTick: 333,
+				EvalIntervalTicks: 6, BudgetFloorBytes: 400, BaselineDriftUsPerTick: 333, BaselineHoldTicks: 150,
 				TickRateHz: 30, MinFrameBytes: DefaultMinFrameBytes,
 			},
 		},
@@ -97,7 +97,8 @@ func TestMakeParams(t *testing.T) {
 			knobs: Knobs{},
 			want: Params{
 				ThrottleFloor: 1, MaxIntervalTicks: 1, IncreaseStep: 0.001, DecreaseFactor: 0.001,
-				EvalIntervalTicks: 1, BaselineDriftUsPerTick: 10000, TickRateHz: 1, MinFrameBytes: DefaultMinFrameBytes,
+				EvalIntervalTicks: 1, BaselineDriftUsPerTick: 10000, BaselineHoldTicks: 5, TickRateHz: 1,
+				MinFrameBytes: DefaultMinFrameBytes,
 			},
 		},
 		{
@@ -109,7 +110,7 @@ func TestMakeParams(t *testing.T) {
 			},
 			want: Params{
 				Enabled: true, ThrottleFloor: 1, MaxIntervalTicks: 1, IncreaseStep: 0.001,
-				DecreaseFactor: 0.001, EvalIntervalTicks: 1, BaselineDriftUsPerTick: 10000,
+				DecreaseFactor: 0.001, EvalIntervalTicks: 1, BaselineDriftUsPerTick: 10000, BaselineHoldTicks: 5,
 				TickRateHz: 1, MinFrameBytes: 1,
 			},
 		},
@@ -125,7 +126,8 @@ func TestMakeParams(t *testing.T) {
 				Enabled: true, ThrottleFloor: MinThrottleFloor, MaxIntervalTicks: MaxTickRateHz, LossThreshold: 1,
 				DelayMarginMs: math.MaxUint32, BacklogThresholdBytes: math.MaxUint32, IncreaseStep: 1,
 				DecreaseFactor: 0.999, EvalIntervalTicks: math.MaxUint32, BudgetFloorBytes: math.MaxInt,
-				BaselineDriftUsPerTick: 10, TickRateHz: MaxTickRateHz, MinFrameBytes: math.MaxInt32,
+				BaselineDriftUsPerTick: 10, BaselineHoldTicks: 5000, TickRateHz: MaxTickRateHz,
+				MinFrameBytes: math.MaxInt32,
 			},
 		},
 	}
@@ -323,7 +325,7 @@ func TestIncreaseClockedByJudgedPackets(t *testing.T) {
 		{"none judged", 0, MinIncreaseShare},
 		{"one (10 Hz of 60)", 1, MinIncreaseShare},
 		{"three (30 Hz)", 3, MinIncreaseShare},
-		{"four", 4, 4.0 / 6},
+		{"four", 4, MinIncreaseShare},
 		{"five", 5, 5.0 / 6},
 		{"a full-rate interval", 6, 1},
 		{"more than a full-rate interval", 600, 1},
@@ -359,10 +361,9 @@ func TestIncreaseAfterEstimatorReset(t *testing.T) {
 // TestSparseEvidenceHoldsTheBackOff drives the controller from a real LossEstimator on a path
 // that delivers every packet after 100 ms: a peer backed off to the 10 Hz floor whose loss
 // estimate then reads healthy earns only MinIncreaseShare of the step per evaluation while each
-// judges one or two packets, so a second of loss-free evidence takes it to 20 Hz, not 30, and
-// two seconds to 30 Hz, not 60. (A run of loss-free seconds that long is likely on a link losing
-// 5%: 0.95^20 = 36% at 10 Hz.) Every healthy evaluation still raises the throttle, and the peer
-// is back at full rate within 4 s.
+// judges one to three packets, so two seconds of loss-free evidence take it to 30 Hz, where the
+// reference step (the whole step every evaluation) would have it back at 60. Every healthy
+// evaluation still raises the throttle, and the peer is back at full rate within 3 s.
 func TestSparseEvidenceHoldsTheBackOff(t *testing.T) {
 	p := triggerParams()
 	var c Controller
@@ -408,13 +409,13 @@ func TestSparseEvidenceHoldsTheBackOff(t *testing.T) {
 	for _, w := range []struct {
 		sec   uint64
 		maxHz uint32
-	}{{1, 20}, {2, 30}} {
+	}{{1, 30}, {2, 30}} {
 		if hzAt[w.sec] > w.maxHz {
 			t.Errorf("after %d s of healthy evidence at the floor: %d Hz, want at most %d", w.sec, hzAt[w.sec], w.maxHz)
 		}
 	}
-	if hzAt[4] != p.TickRateHz {
-		t.Errorf("after 4 s: %d Hz, want full rate", hzAt[4])
+	if hzAt[3] != p.TickRateHz {
+		t.Errorf("after 3 s: %d Hz, want full rate", hzAt[3])
 	}
 }
 
@@ -555,6 +556,10 @@ func TestBaselineDrift(t *testing.T) {
 		if p.BaselineDriftUsPerTick != tt.drift {
 			t.Fatalf("%d Hz: drift %d µs/tick, want %d", tt.tickHz, p.BaselineDriftUsPerTick, tt.drift)
 		}
+		if want := uint32(tt.tickHz * BaselineHoldMs / 1000); p.BaselineHoldTicks != want {
+			t.Fatalf("%d Hz: hold %d ticks, want %d", tt.tickHz, p.BaselineHoldTicks, want)
+		}
+		p.BaselineHoldTicks = 0 // the drift alone (TestBaselineHold has the hold)
 		var c Controller
 		c.Reset(p)
 		c.Step(Sample{RTTMs: 50})
@@ -578,8 +583,9 @@ func TestBaselineDrift(t *testing.T) {
 }
 
 func TestBaselineTracksPathChange(t *testing.T) {
-	// A re-route from 50 to 150 ms reads as congestion until the baseline has drifted to within the
-	// margin: (150 - 40 - 50) ms at 167 µs per tick = 360 ticks, 6 s at 60 Hz.
+	// A re-route from 50 to 150 ms, with no loss, reads as congestion for the baseline hold after
+	// the first evaluation that sees it, and then until the baseline has drifted to within the
+	// margin: (150 - 40 - 50) ms at 167 µs per tick = 360 ticks of drift.
 	p := MakeParams(defaultKnobs())
 	var c Controller
 	c.Reset(p)
@@ -593,25 +599,95 @@ func TestBaselineTracksPathChange(t *testing.T) {
 			lastCongested = tick
 		}
 	}
-	// Evals fall on multiples of 6. At 354 the baseline is 50000 + 354*167 = 109118 µs, 40.9 ms
-	// under the RTT: congested. At 360 it is 110020 µs: healthy. Congested() holds in between.
-	if lastCongested != 359 {
-		t.Errorf("last congested tick %d, want 359", lastCongested)
+	// Evals fall on multiples of 6. The baseline drifts on ticks 1 to 6; the evaluation of tick 6
+	// sees the rise and holds the baseline for the next 300 ticks (7 to 306); it drifts again from
+	// tick 307. At 654 it has drifted 6 + 348 ticks, 50000 + 354*167 = 109118 µs, 40.9 ms under
+	// the RTT: congested. At 660 it is 110020 µs: healthy. Congested() holds in between.
+	if lastCongested != 659 {
+		t.Errorf("last congested tick %d, want 659", lastCongested)
 	}
 	if c.Throttle() != 1 {
 		t.Errorf("throttle %v after the baseline caught up, want recovery to 1", c.Throttle())
 	}
-	// A queue that builds for one second is not absorbed: the baseline rises by only 10 ms.
+	// A queue that builds for one second is not absorbed: the baseline drifts only until the
+	// first evaluation sees the rise (5 ticks, 0.8 ms).
 	c.Reset(p)
 	c.Step(Sample{RTTMs: 50})
 	for range 60 {
 		c.Step(Sample{RTTMs: 200})
 	}
-	if b := c.BaselineRTTMs(); b != 60 {
-		t.Errorf("baseline %d ms after 1 s of queueing, want 60", b)
+	if b := c.BaselineRTTMs(); b != 50 {
+		t.Errorf("baseline %d ms after 1 s of queueing, want 50", b)
 	}
 	if !c.Congested() || c.Throttle() != p.ThrottleFloor {
 		t.Errorf("1 s of queueing: congested %v throttle %v, want the floor", c.Congested(), c.Throttle())
+	}
+}
+
+// TestBaselineHold: delay that comes with loss holds the baselines, and so the peer, for as long
+// as the loss goes on, however sparse its evidence; loss under LossEvidenceShare of the threshold
+// is no evidence; a hold of 0 ticks lets the baselines drift from the rise on; and both
+// baselines, ENet's RTT's and the acknowledgement round trip's, are held.
+func TestBaselineHold(t *testing.T) {
+	p := MakeParams(defaultKnobs()) // 60 Hz, hold 300 ticks, drift 167 µs a tick, threshold 2%
+	rise := func(c *Controller, ticks int, loss func(tick int) float64) (lastCongested int) {
+		for range 60 {
+			c.Step(Sample{RTTMs: 50, AckRTTMs: 50, HaveAckRTT: true})
+		}
+		lastCongested = -1
+		for tick := 1; tick <= ticks; tick++ {
+			c.Step(Sample{RTTMs: 130, AckRTTMs: 130, HaveAckRTT: true, LossRatio: loss(tick)})
+			if c.Congested() {
+				lastCongested = tick
+			}
+		}
+		return lastCongested
+	}
+	// Evidence of loss (1%, over a quarter of the 2% threshold, not over the threshold) on one
+	// tick every 4 s, for 30 s: the baselines drift only until the first evaluation sees the rise
+	// (6 ticks, 1 ms), and the delay holds the peer at the floor throughout.
+	var c Controller
+	c.Reset(p)
+	sparse := func(tick int) float64 {
+		if tick%240 == 0 && tick <= 1800 {
+			return 0.01
+		}
+		return 0
+	}
+	last := rise(&c, 1800, sparse)
+	if last != 1800 || c.Throttle() != p.ThrottleFloor {
+		t.Errorf("30 s of delay with sparse loss: last congested tick %d throttle %v, want 1800 at the floor", last, c.Throttle())
+	}
+	if c.BaselineRTTMs() != 51 || c.AckBaselineRTTMs() != 51 {
+		t.Errorf("baselines %d and %d ms after 30 s of delay with loss, want 51", c.BaselineRTTMs(), c.AckBaselineRTTMs())
+	}
+	// When the loss stops (its last evidence on tick 1680), the hold runs out 300 ticks later and
+	// the baselines drift from 51.002 ms to within the margin of 130 ms in 38998 µs / 167 µs =
+	// 234 ticks: healthy from the first evaluation from tick 1680 + 300 + 234 = 2214 on.
+	for tick := 1801; tick <= 2400; tick++ {
+		c.Step(Sample{RTTMs: 130, AckRTTMs: 130, HaveAckRTT: true})
+		if c.Congested() {
+			last = tick
+		}
+	}
+	if last != 2213 {
+		t.Errorf("after the loss stopped: last congested tick %d, want 2213", last)
+	}
+	// The same delay with loss under the evidence share (0.4% every tick) is absorbed as a path
+	// change is: 6 ticks of drift, the 300-tick hold from the first evaluation, then 234 more:
+	// healthy from tick 540.
+	c.Reset(p)
+	last = rise(&c, 1800, func(int) float64 { return 0.004 })
+	if last != 539 {
+		t.Errorf("delay with 0.4%% loss: last congested tick %d, want 539", last)
+	}
+	// No hold: the baselines drift from the rise on, 40000 µs / 167 µs = 240 ticks.
+	p0 := p
+	p0.BaselineHoldTicks = 0
+	c.Reset(p0)
+	last = rise(&c, 1800, sparse)
+	if last != 239 {
+		t.Errorf("no hold: last congested tick %d, want 239", last)
 	}
 }
 

@@ -49,26 +49,36 @@
 // evaluations.
 //
 // The reference AIMD rule gains the whole step on every healthy evaluation, whatever the rate.
-// It cannot hold a backed-off peer on a lossy link: "healthy" means the loss estimate is under
-// the threshold, and at the rates a back-off leaves the estimate rests on few packets. At 10 Hz
-// a link losing 5% shows about one loss every two seconds; its estimate (a half-second time
-// constant, about five packets) reads healthy a second or so after each loss, and a loss-free
-// stretch of a second or two is likely (0.95^20 = 36%). The reference step climbs 0.5 a second,
-// from the 10 Hz floor back to full rate in under two seconds, so the peer was sent 60 Hz again
-// on evidence of twenty packets. The delay rise (80 ms on such a link) holds the peer only until
-// the RTT baseline drifts up to it. Clocking the increase by the judged packets, as TCP clocks its
-// window's growth by ACKs, makes the climb rest on the same evidence at every rate: a full step
-// needs the six packets a full-rate interval brings. The floor keeps a peer recovering from the
-// lowest rates within a few seconds when its link heals (see MinIncreaseShare). Sending less
-// makes the climb slower, never a decrease: the anti-feedback rule holds.
+// At the rates a back-off leaves, "healthy" rests on few packets: at 10 Hz a link losing 5% shows
+// about one loss every two seconds, its estimate (a half-second time constant, about five
+// packets) reads healthy a second or so after each loss, and a loss-free stretch of a second or
+// two is likely (0.95^20 = 36%). Clocking the increase by the judged packets, as TCP clocks its
+// window's growth by ACKs, makes the climb rest on more evidence at low rates; the floor keeps a
+// peer recovering from the lowest rates within a few seconds when its link heals (see
+// MinIncreaseShare). Sending less makes the climb slower, never a decrease: the anti-feedback
+// rule holds.
+//
+// # The delay baselines
+//
+// Both delay signals compare a round trip with a running minimum that drifts up at
+// BaselineDriftMsPerSecond, so that a path that got longer stops reading as congestion. Delay
+// that comes with loss is not a longer path: a path that got longer delivers everything, a queue
+// that overflows also drops. So the baselines do not drift for BaselineHoldMs after an
+// evaluation first finds the peer delayed, nor after any tick whose loss estimate is over
+// LossEvidenceShare of the threshold; each restarts the hold. A lossy link whose delay rose
+// keeps its peer backed off by the delay signal for as long as it keeps losing, through the
+// loss-free stretches that the loss estimate alone reads as healthy; a re-route with no loss is
+// absorbed after the hold and the drift (11 s for 100 ms more at the defaults). When the link
+// heals, its delay falls back under the margin at once, so the hold does not slow the recovery.
 //
 // Random loss and a link that healed look alike but for the length of the stretch without loss,
-// so the evidence a climb back to full rate rests on decides both how often a lossy link's
-// loss-free stretches earn its peer full rate for a moment, and how long a healed link waits for
-// it. hack/congestion-sim measures both over thousands of simulated peers: at the defaults, on a
-// link losing 5% with 80 ms added, the median send rate is about 11 Hz, about 3% of peers are sent
-// more than 30 Hz on average over some two seconds of a 12-second impairment (after its first two),
-// and a healed peer is back at full rate after 4 to 5 seconds.
+// so on a link with loss alone the evidence a climb back to full rate rests on decides both how
+// often its loss-free stretches earn its peer full rate for a moment, and how long a healed link
+// waits for it. Delay that comes with the loss settles it. hack/congestion-sim measures both over
+// thousands of simulated peers: at the defaults, on a link losing 5% with 80 ms added, the median
+// send rate is 10 Hz, no peer of 6000 is sent more than 30 Hz on average over any two seconds of a
+// 12-second impairment (after its first two), and a healed peer is back at full rate after 3 to 4
+// seconds. On a link losing 5% with no added delay, about 14% of peers are.
 //
 // # The bottleneck response
 //

@@ -21,7 +21,7 @@ func FuzzController(f *testing.F) {
 			Enabled: enabled, ThrottleFloor: floor, MaxIntervalTicks: maxInterval, LossThreshold: loss,
 			DelayMarginMs: margin, BacklogThresholdBytes: backlog, IncreaseStep: step, DecreaseFactor: dec,
 			EvalIntervalTicks: eval, BudgetFloorBytes: budgetFloor, BaselineDriftUsPerTick: drift,
-			TickRateHz: backlog, MinFrameBytes: budgetFloor,
+			BaselineHoldTicks: maxInterval, TickRateHz: backlog, MinFrameBytes: budgetFloor,
 		}
 		made := MakeParams(Knobs{
 			Enabled: enabled, TickRateHz: int(maxInterval), MinSendHz: int(eval), LossThresholdPermille: int(margin),

@@ -10,16 +10,37 @@ import "math"
 // queue needs to drain after a back-off, so delay we cause is acted on long before it is absorbed.
 const BaselineDriftMsPerSecond = 10
 
+// BaselineHoldMs is how long the RTT baselines do not drift after evidence that a delay rise is
+// congestion rather than a longer path: an evaluation that finds the peer delayed after one that
+// did not, or a tick whose loss estimate is over LossEvidenceShare of the loss threshold. Each
+// restarts the hold. A path that got longer delivers everything; a queue that overflows also
+// drops. So delay that comes with loss holds the peer for as long as both last, while delay that
+// comes alone is absorbed once it has lasted BaselineHoldMs: a re-route adding 100 ms reads as
+// congestion for 5 + (100 - 40) / 10 = 11 s at the default 40 ms margin.
+//
+// Without the hold, the baseline follows a lossy link's added delay as it follows a re-route
+// (80 ms in 4 s), and the delay signal no longer holds the peer; then only the loss estimate does,
+// and at the rates a back-off leaves it rests on a packet or two a second (a loss every two
+// seconds at 10 Hz and 5% loss), so a loss-free stretch of a few seconds sends the peer back to
+// full rate for a moment. hack/congestion-sim measures it.
+const BaselineHoldMs = 5000
+
+// LossEvidenceShare is the share of the loss threshold over which a loss estimate restarts the
+// baseline hold. At the default 2% threshold a single loss among packets sent at 10 Hz keeps the
+// estimate over it for about two seconds, so the hold outlasts the gaps between a lossy link's
+// losses.
+const LossEvidenceShare = 0.25
+
 // MinIncreaseShare is the least share of IncreaseStep a healthy evaluation earns, however few
 // packets the loss estimator judged in it (see the package doc, "The throttle"). A healthy
 // evaluation earns IncreaseStep in proportion to the packets judged in it, against the
 // EvalIntervalTicks packets of an interval at full rate. At the defaults (60 Hz, evaluations of
 // 6 ticks) a peer sent one-packet frames at 30 Hz or less judges at most 3 packets an
 // evaluation, so it earns this share: the climb from the 10 Hz floor back to full rate takes
-// (1-1/6)/(0.05*0.5) = 34 evaluations, 3.4 s instead of 1.7, which keeps a peer whose link healed
-// back at full rate within five seconds, while a lossy link's loss-free stretches must be twice
-// as long to lift its peer back to full rate.
-const MinIncreaseShare = 0.5
+// (1-1/6)/(0.05*0.75) = 23 evaluations, 2.3 s instead of 1.7, which keeps a peer whose link healed
+// back at full rate within four seconds, while a lossy link's loss-free stretches must be a third
+// longer to lift its peer back to full rate.
+const MinIncreaseShare = 0.75
 
 // Bounds that MakeParams and the Controller clamp to. They keep every quantity finite and
 // meaningful; a config that passed the netcode validation is inside them and maps unchanged.
@@ -107,6 +128,9 @@ type Params struct {
 	// BaselineDriftUsPerTick is how far the RTT baseline may rise per tick, in microseconds:
 	// BaselineDriftMsPerSecond spread over the tick rate. 0 makes the baseline a pure minimum.
 	BaselineDriftUsPerTick uint32
+	// BaselineHoldTicks is how many ticks the baselines do not drift after evidence of
+	// congestion: BaselineHoldMs at the tick rate. 0: no hold.
+	BaselineHoldTicks uint32
 	// TickRateHz is the tick rate, in [1, MaxTickRateHz]: it turns the byte-rate ceiling into
 	// bytes per frame.
 	TickRateHz uint32
@@ -151,6 +175,7 @@ func MakeParams(k Knobs) Params {
 	tick := clampInt(k.TickRateHz, 1, MaxTickRateHz)
 	minSend := clampInt(k.MinSendHz, 1, tick)
 	drift := (driftUsPerSecond + tick/2) / tick // rounded to the nearest microsecond
+	hold := (BaselineHoldMs*tick + 999) / 1000  // rounded up to whole ticks
 	return Params{
 		Enabled:                k.Enabled,
 		ThrottleFloor:          float64(minSend) / float64(tick),
@@ -163,6 +188,7 @@ func MakeParams(k Knobs) Params {
 		EvalIntervalTicks:      uint32(clampInt(k.EvalIntervalTicks, 1, math.MaxUint32)),
 		BudgetFloorBytes:       clampInt(k.BudgetFloorBytes, 0, math.MaxInt),
 		BaselineDriftUsPerTick: uint32(drift),
+		BaselineHoldTicks:      uint32(hold),
 		TickRateHz:             uint32(tick),
 		MinFrameBytes:          minFrameBytes(k.MinFrameBytes),
 	}

@@ -7,10 +7,13 @@
 //
 // The congestion-response scenario (make bench-congestion) runs real clients, but a run takes a
 // minute and shows four lossy clients; whether a target holds with a margin, or only most of the
-// time, takes thousands of runs. Random loss cannot be told from a link that healed but by a long
-// enough stretch without loss, so the two lossy targets pull against each other: the evidence a
-// peer needs before it is sent full rate again decides both how often a lossy link's loss-free
-// stretches earn it full rate, and how long a healed link waits for it.
+// time, takes thousands of runs. On a link with loss alone, random loss cannot be told from a
+// link that healed but by a long enough stretch without loss, so the two lossy targets pull
+// against each other: the evidence a peer needs before it is sent full rate again decides both
+// how often a lossy link's loss-free stretches earn it full rate, and how long a healed link
+// waits for it. The scenario's lossy link also adds delay, which the controller holds against
+// for as long as the loss lasts (gameserver/congestion, "The delay baselines"); --delay-ms 0
+// shows the link with loss alone.
 //
 //	go run ./hack/congestion-sim --runs 2000 --out _out/bench
 //
