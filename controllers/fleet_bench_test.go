@@ -347,7 +347,7 @@ func BenchmarkFleetNetcode(b *testing.B) {
 		rate := nb.rate
 		patch := fmt.Appendf(nil, `{"spec":{"template":{"spec":{"netcode":{"tickRateHz":%d}}}}}`, rate)
 		f := &v1alpha1.Fleet{ObjectMeta: metav1.ObjectMeta{Namespace: nb.fleet.Namespace, Name: nb.fleet.Name}}
-		req0, api0 := readAPIRequests(b), apiServerCPU(b)
+		req0, api0, etcd0, self0 := readAPIRequests(b), apiServerCPU(b), childCPU(b, "etcd"), childCPU(b, "self")
 		profiled := apiServerProfile(b, b.Name())
 		if err := k8s.Patch(context.Background(), f, client.RawPatch(types.MergePatchType, patch)); err != nil {
 			b.Fatal(err)
@@ -367,8 +367,9 @@ func BenchmarkFleetNetcode(b *testing.B) {
 			fleetAt = nb.fleetAt[rate]
 			return len(lat) == netcodeBenchServers && !fleetAt.IsZero(), fmt.Errorf("%d of %d servers applied", len(lat), netcodeBenchServers)
 		})
-		fmt.Printf("API requests per server: %s; API server CPU %.1f ms per server\n",
-			readAPIRequests(b).per(req0, netcodeBenchServers), ms(apiServerCPU(b)-api0)/netcodeBenchServers)
+		fmt.Printf("API requests per server: %s; CPU per server: API server %.1f ms, etcd %.1f ms, this process (operator, kubelet, servers, watch) %.1f ms\n",
+			readAPIRequests(b).per(req0, netcodeBenchServers), ms(apiServerCPU(b)-api0)/netcodeBenchServers,
+			ms(childCPU(b, "etcd")-etcd0)/netcodeBenchServers, ms(childCPU(b, "self")-self0)/netcodeBenchServers)
 		profiled()
 		netcodeBenchRuns = append(netcodeBenchRuns, netcodeBenchResult{
 			Servers: netcodeBenchServers, Allocated: netcodeBenchAllocated,
