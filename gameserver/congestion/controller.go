@@ -28,8 +28,6 @@ type Sample struct {
 	// of the tick on the same clock, truncated to 32 bits.
 	Delivered Delivery
 	NowMs     uint32
-	// Judged is the loss estimator's count of packets judged so far (LossEstimator.Judged).
-	Judged uint64
 	// CeilingBound reports that a frame built since the previous Step left records out because
 	// of FrameCeilingBytes: the bottleneck ceiling, not the peer's demand, limited what it sent.
 	CeilingBound bool
@@ -58,8 +56,6 @@ type Controller struct {
 	// is the latest.
 	ackRise   uint32
 	lastAckMs uint32
-	// judgedMark is Sample.Judged at the last evaluation.
-	judgedMark uint64
 	// driftHold is how many more ticks the baselines do not drift (Params.BaselineHoldTicks);
 	// delayed says the last evaluation found a delay signal over the margin.
 	driftHold uint32
@@ -148,11 +144,6 @@ func (c *Controller) Step(s Sample) {
 		return
 	}
 	c.sinceEval = 0
-	judged := s.Judged - c.judgedMark
-	if s.Judged < c.judgedMark {
-		judged = s.Judged // the estimator was reset
-	}
-	c.judgedMark = s.Judged
 	sig := c.classify(s)
 	if sig.ackQueue && c.prevAckQueue && c.ackMinMs >= c.prevAckMinMs+c.riseMs() {
 		// Every ACK of this interval and of the one before was over the margin, and this
@@ -178,15 +169,8 @@ func (c *Controller) Step(s Sample) {
 	case c.congested:
 		c.throttle = max(c.p.ThrottleFloor, c.throttle*c.p.DecreaseFactor)
 	default:
-		c.throttle = min(1, c.throttle+c.p.IncreaseStep*c.increaseShare(judged))
+		c.throttle = min(1, c.throttle+c.p.IncreaseStep)
 	}
-}
-
-// increaseShare is the share of IncreaseStep an evaluation that judged this many packets earns:
-// their number over the EvalIntervalTicks packets of an interval at full rate, at least
-// MinIncreaseShare and at most 1.
-func (c *Controller) increaseShare(judged uint64) float64 {
-	return min(max(float64(judged)/float64(c.p.EvalIntervalTicks), MinIncreaseShare), 1)
 }
 
 // riseMs is how much longer than the one before an acknowledgement round trip must be to show

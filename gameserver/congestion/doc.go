@@ -43,20 +43,7 @@
 // backlog over its threshold cuts the throttle by DecreaseFactor (down to the floor); so does a
 // delay signal over the margin, unless the bottleneck response has a ceiling in force, which is
 // the answer to delay on such a path (the throttle then holds). A peer with none of these signals
-// gains IncreaseStep (up to 1) in proportion to the evidence the evaluation brought: the packets
-// the loss estimator judged in it, against the EvalIntervalTicks packets an interval judges at
-// full rate, and never less than MinIncreaseShare of the step. The throttle is held between
-// evaluations.
-//
-// The reference AIMD rule gains the whole step on every healthy evaluation, whatever the rate.
-// At the rates a back-off leaves, "healthy" rests on few packets: at 10 Hz a link losing 5% shows
-// about one loss every two seconds, its estimate (a half-second time constant, about five
-// packets) reads healthy a second or so after each loss, and a loss-free stretch of a second or
-// two is likely (0.95^20 = 36%). Clocking the increase by the judged packets, as TCP clocks its
-// window's growth by ACKs, makes the climb rest on more evidence at low rates; the floor keeps a
-// peer recovering from the lowest rates within a few seconds when its link heals (see
-// MinIncreaseShare). Sending less makes the climb slower, never a decrease: the anti-feedback
-// rule holds.
+// gains IncreaseStep (up to 1). The throttle is held between evaluations.
 //
 // # The delay baselines
 //
@@ -71,14 +58,19 @@
 // absorbed after the hold and the drift (11 s for 100 ms more at the defaults). When the link
 // heals, its delay falls back under the margin at once, so the hold does not slow the recovery.
 //
-// Random loss and a link that healed look alike but for the length of the stretch without loss,
-// so on a link with loss alone the evidence a climb back to full rate rests on decides both how
-// often its loss-free stretches earn its peer full rate for a moment, and how long a healed link
-// waits for it. Delay that comes with the loss settles it. hack/congestion-sim measures both over
-// thousands of simulated peers: at the defaults, on a link losing 5% with 80 ms added, the median
-// send rate is 10 Hz, no peer of 6000 is sent more than 30 Hz on average over any two seconds of a
-// 12-second impairment (after its first two), and a healed peer is back at full rate after 3 to 4
-// seconds. On a link losing 5% with no added delay, about 14% of peers are.
+// The loss signal alone could not do this. At the rates a back-off leaves it rests on few
+// packets: at 10 Hz a link losing 5% shows about one loss every two seconds, its estimate (a
+// half-second time constant, about five packets) reads healthy a second or so after each loss,
+// and a loss-free stretch of a second or two is likely (0.95^20 = 36%), in which the additive
+// increase climbs from the 10 Hz floor back to full rate (1.7 s at the defaults). Random loss
+// and a link that healed look alike but for the length of the stretch without loss, so any
+// amount of loss-free evidence demanded before the climb would slow a healed link's recovery as
+// much as it steadied a lossy one. Delay that comes with the loss settles it. hack/congestion-sim
+// measures both over thousands of simulated peers: at the defaults, on a link losing 5% with
+// 80 ms added, the median send rate is 10 Hz, no peer of 6000 is sent more than 30 Hz on average
+// over any two seconds of a 12-second impairment (after its first two), and a healed peer is back
+// at full rate within 3 seconds (98%), 4 at most. On a link losing 5% with no added delay, which
+// the delay signal cannot tell from a healthy one, about a fifth of peers are.
 //
 // # The bottleneck response
 //

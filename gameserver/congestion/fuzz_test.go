@@ -35,7 +35,6 @@ func FuzzController(f *testing.F) {
 		tick := uint64(0)
 		last := uint64(NeverSent)
 		var delivered Delivery
-		var judged uint64
 		now := uint32(0)
 		for i := 0; i+16 <= len(data); i += 16 {
 			// The delivery count and the clock move by amounts the bytes give, the count by
@@ -44,8 +43,6 @@ func FuzzController(f *testing.F) {
 			delivered.Bytes += uint64(binary.LittleEndian.Uint16(data[i+8:]))
 			delivered.AtMs += uint32(int16(binary.LittleEndian.Uint16(data[i+10:])))
 			delivered.SentMs += uint32(int16(binary.LittleEndian.Uint16(data[i+12:])))
-			// The judged count grows by any amount, or goes back (a reset estimator).
-			judged += uint64(int64(int8(data[i+5])))
 			s := Sample{
 				LossRatio:             math.Float64frombits(binary.LittleEndian.Uint64(data[i:])),
 				RTTMs:                 binary.LittleEndian.Uint32(data[i+8:]),
@@ -54,7 +51,6 @@ func FuzzController(f *testing.F) {
 				AckRTTMs:     binary.LittleEndian.Uint32(data[i+4:]),
 				HaveAckRTT:   data[i+2]&1 == 1,
 				Delivered:    delivered,
-				Judged:       judged,
 				NowMs:        now,
 				CeilingBound: data[i+2]&2 == 2,
 			}

@@ -5,9 +5,10 @@ import "math"
 // BaselineDriftMsPerSecond is how fast the RTT baseline may rise toward a higher RTT, in
 // milliseconds per second of ticks. The baseline is a running minimum, so without drift a
 // genuine path change would read as congestion for ever; with it the baseline climbs at this
-// rate, and a re-route that adds 100 ms reads as congestion for (100 - 40) / 10 = 6 s at the
-// default 40 ms margin. Six seconds is long against the few hundred milliseconds a peer's own
-// queue needs to drain after a back-off, so delay we cause is acted on long before it is absorbed.
+// rate once BaselineHoldMs has passed, and a re-route that adds 100 ms reads as congestion for
+// 5 + (100 - 40) / 10 = 11 s at the default 40 ms margin. That is long against the few hundred
+// milliseconds a peer's own queue needs to drain after a back-off, so delay we cause is acted on
+// long before it is absorbed.
 const BaselineDriftMsPerSecond = 10
 
 // BaselineHoldMs is how long the RTT baselines do not drift after evidence that a delay rise is
@@ -30,17 +31,6 @@ const BaselineHoldMs = 5000
 // estimate over it for about two seconds, so the hold outlasts the gaps between a lossy link's
 // losses.
 const LossEvidenceShare = 0.25
-
-// MinIncreaseShare is the least share of IncreaseStep a healthy evaluation earns, however few
-// packets the loss estimator judged in it (see the package doc, "The throttle"). A healthy
-// evaluation earns IncreaseStep in proportion to the packets judged in it, against the
-// EvalIntervalTicks packets of an interval at full rate. At the defaults (60 Hz, evaluations of
-// 6 ticks) a peer sent one-packet frames at 30 Hz or less judges at most 3 packets an
-// evaluation, so it earns this share: the climb from the 10 Hz floor back to full rate takes
-// (1-1/6)/(0.05*0.75) = 23 evaluations, 2.3 s instead of 1.7, which keeps a peer whose link healed
-// back at full rate within four seconds, while a lossy link's loss-free stretches must be a third
-// longer to lift its peer back to full rate.
-const MinIncreaseShare = 0.75
 
 // Bounds that MakeParams and the Controller clamp to. They keep every quantity finite and
 // meaningful; a config that passed the netcode validation is inside them and maps unchanged.

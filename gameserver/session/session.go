@@ -376,7 +376,7 @@ func (s *Session) Tick(now Now, link Link, out Sender) Result {
 	s.lossRatio = s.loss.Update(now.UnixMs, link.RTTMs)
 	ackRTT, haveAckRTT := s.loss.TakeAckRTT()
 	s.cc.Step(congestion.Sample{LossRatio: s.lossRatio, RTTMs: link.RTTMs, ReliableBytesInFlight: link.ReliableInFlight,
-		AckRTTMs: ackRTT, HaveAckRTT: haveAckRTT, Delivered: s.loss.Delivered(), Judged: s.loss.Judged(), NowMs: uint32(now.UnixMs),
+		AckRTTMs: ackRTT, HaveAckRTT: haveAckRTT, Delivered: s.loss.Delivered(), NowMs: uint32(now.UnixMs),
 		CeilingBound: s.ceilingBound})
 	s.ceilingBound = false
 	s.pacer.SetRate(s.byteRate())

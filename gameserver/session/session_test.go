@@ -319,7 +319,7 @@ func TestBottleneckCeiling(t *testing.T) {
 		t.Errorf("queueing p95 %.0f ms on the capped path", q)
 	}
 	// The packets still queued on the path are lost when it is removed: the loss backs the peer
-	// off to the floor, and it climbs back at congestion.MinIncreaseShare of the step (2.3 s)
+	// off to the floor, and it climbs back by the additive increase (1.7 s)
 	// before it can outgrow the ceiling (released 4.8 s after the recovery).
 	p.bottleneck = nil
 	h.run(6 * testTickRate)

@@ -240,7 +240,7 @@ func simulatePeer(p congestion.Params, tickRateHz int, sc Scenario, rng *rand.Ra
 		lossRatio := est.Update(int64(now), uint32(rtt))
 		ackRTT, haveAckRTT := est.TakeAckRTT()
 		c.Step(congestion.Sample{LossRatio: lossRatio, RTTMs: uint32(rtt), AckRTTMs: ackRTT, HaveAckRTT: haveAckRTT,
-			Delivered: est.Delivered(), Judged: est.Judged(), NowMs: uint32(now)})
+			Delivered: est.Delivered(), NowMs: uint32(now)})
 		if !c.ShouldSend(tick, lastSent) {
 			continue
 		}

@@ -65,7 +65,7 @@ func TestLossyPathBackedOffAndRecovered(t *testing.T) {
 // than the lossy target allows while the impairment lasts, and every one is back at full rate
 // within the recovery target: the delay that comes with the loss holds the peer through the
 // loss-free stretches that the loss estimate alone reads as healthy (without the baseline hold,
-// 118 of these 1000 peers are sent over 30 Hz for some two seconds).
+// 253 of these 1000 peers are sent over 30 Hz for some two seconds).
 func TestLossyTargetsHoldOverManyPeers(t *testing.T) {
 	s, err := simulate(netcode.NetcodeConfig{}, defaultScenario(), 1, 1000)
 	if err != nil {

@@ -14,7 +14,7 @@ import (
 const (
 	// A second is judged when the server kept time (ServerSample.KeptTime) in it and the
 	// judgeSettleSec seconds before it. The settling time covers the controller's climb back from
-	// a back-off a starved tick loop caused (throttle floor to 1 in about 2.3 s).
+	// a back-off a starved tick loop caused (throttle floor to 1 in about 1.7 s).
 	judgeSettleSec = 3
 	// A backed-off lossy client is sent at most 30 Hz; its median must stay under backedOffHz.
 	backedOffHz = 40
