@@ -16,8 +16,6 @@ const (
 	// judgeSettleSec seconds before it. The settling time covers the controller's climb back from
 	// a back-off a starved tick loop caused (throttle floor to 1 in about 1.7 s).
 	judgeSettleSec = 3
-	// A backed-off lossy client is sent at most 30 Hz; its median must stay under backedOffHz.
-	backedOffHz = 40
 	// A capped client is paced under its path's bottleneck: the median over judged seconds of
 	// its per-second snapshot-age p95, from cappedSettleSec into the impairment, may exceed the
 	// class's warm-up median by at most cappedQueueMs (its path's 200 ms queue fills without the
@@ -44,8 +42,8 @@ const (
 )
 
 // TestCongestionResponse runs the reference scenario with the controller enabled and checks what
-// the clients observed: the lossy clients are backed off well under 60 Hz soon after the
-// impairment starts, the capped clients are paced under their path's bottleneck so that its
+// the clients observed: the lossy clients are held to the reference back-off target itself (at
+// most 30 Hz, as a two-second mean, from 2 s into the impairment on), the capped clients are paced under their path's bottleneck so that its
 // queue stays short and seldom overflows, both come back to full rate after it ends, and the
 // healthy clients keep full rate throughout. The reference targets themselves are measured by
 // make bench-congestion; this test holds the behaviour with wide margins, and judges only seconds
@@ -96,14 +94,15 @@ func TestCongestionResponse(t *testing.T) {
 		t.Skipf("only %d pairs of seconds in which the server's tick loop kept time (machine overloaded); judged seconds %v", pairs, judgedSecs)
 	}
 
+	// Starvation only ever lowers send rates, so the back-off is judged over every second.
+	if m := r.Measure().Lossy; !m.BackoffOK {
+		t.Errorf("lossy clients: two-second mean send rate over %d Hz later than %d s into the impairment (settled from %v s per client; highest %.1f Hz)",
+			LossyMaxHz, LossyBackoffSec, m.BackoffSec, m.MaxSentHz)
+	}
 	base := r.Window(ClassCapped, SettleSec, r.ImpairFrom).AgeP50Ms
 	for _, class := range []string{ClassLossy, ClassCapped} {
 		for _, c := range r.Clients(class) {
-			// Starvation only ever lowers rates, so the back-off is judged over every second.
 			impaired := sentHz(c, r.ImpairFrom+3, r.ImpairTo)
-			if class == ClassLossy && impaired > backedOffHz {
-				t.Errorf("%s client %d: median send rate %.1f Hz from 3 s into the impairment, want backed off (<= %d)", class, c.ID, impaired, backedOffHz)
-			}
 			if class == ClassCapped {
 				var p95 []float64
 				var got, lost int
