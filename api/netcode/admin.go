@@ -71,10 +71,18 @@ type PeerInfo struct {
 	LossRatio     float64 `json:"lossRatio"`
 	EnetLossRatio float64 `json:"enetLossRatio"`
 	RTTMillis     float64 `json:"rttMillis"`
+	// BaselineRTTMillis is the running minimum of RTTMillis that the congestion controller
+	// measures delay against; it rises slowly when the path gets longer, and not while the peer
+	// shows loss.
+	BaselineRTTMillis float64 `json:"baselineRttMillis"`
 	// Throttle is the congestion throttle in [floor, 1].
-	Throttle         float64 `json:"throttle"`
-	BytesSent        uint64  `json:"bytesSent"`
-	FrameBudgetBytes int     `json:"frameBudgetBytes"`
+	Throttle float64 `json:"throttle"`
+	// CongestedBy names what the congestion controller's last evaluation found, joined by "+":
+	// "loss" (snapshot loss over the threshold), "delay" (the round trip over its baseline plus
+	// the margin), "backlog" (reliable data in flight over the threshold); empty when none.
+	CongestedBy      string `json:"congestedBy,omitempty"`
+	BytesSent        uint64 `json:"bytesSent"`
+	FrameBudgetBytes int    `json:"frameBudgetBytes"`
 	// PacingRateBytesPerSec is the byte rate the peer's sends are paced at:
 	// budget.sessionBytesPerSecond scaled by the throttle, held under the bottleneck ceiling; 0 is
 	// unlimited.

@@ -256,10 +256,11 @@ func (g gameServerAPI) getDirect(ctx context.Context, port, path string) ([]byte
 
 // formatPeers renders one line per peer, by slot, e.g.
 //
-//	peer=3 rate=30 Hz loss=4.8% enet-loss=0.0% rtt=92 ms throttle=0.49 class=1 sent=183920 B ceiling=none state=degraded
+//	peer=3 rate=30 Hz loss=4.8% enet-loss=0.0% rtt=92 ms (base 12) throttle=0.49 congested=loss+delay class=1 sent=183920 B ceiling=none state=degraded
 //
-// ceiling is the bottleneck ceiling the congestion controller holds on the peer's byte rate, in
-// kB/s (1000 bytes), or none.
+// base is the RTT baseline the congestion controller measures delay against; congested what its
+// last evaluation found (loss, delay, backlog), or no; ceiling the bottleneck ceiling it holds
+// on the peer's byte rate, in kB/s (1000 bytes), or none.
 func formatPeers(r netcode.PeersResponse) string {
 	if len(r.Peers) == 0 {
 		return fmt.Sprintf("no peers connected (tick %d)\n", r.Tick)
@@ -272,8 +273,13 @@ func formatPeers(r netcode.PeersResponse) string {
 		if p.CeilingBytesPerSec > 0 {
 			ceiling = fmt.Sprintf("%.1f kB/s", p.CeilingBytesPerSec/1000)
 		}
-		fmt.Fprintf(&b, "peer=%d rate=%.0f Hz loss=%.1f%% enet-loss=%.1f%% rtt=%.0f ms throttle=%.2f class=%d sent=%d B ceiling=%s state=%s\n",
-			p.Slot, p.SendRateHz, 100*p.LossRatio, 100*p.EnetLossRatio, p.RTTMillis, p.Throttle, p.RateClass, p.BytesSent, ceiling, p.State)
+		congested := p.CongestedBy
+		if congested == "" {
+			congested = "no"
+		}
+		fmt.Fprintf(&b, "peer=%d rate=%.0f Hz loss=%.1f%% enet-loss=%.1f%% rtt=%.0f ms (base %.0f) throttle=%.2f congested=%s class=%d sent=%d B ceiling=%s state=%s\n",
+			p.Slot, p.SendRateHz, 100*p.LossRatio, 100*p.EnetLossRatio, p.RTTMillis, p.BaselineRTTMillis, p.Throttle, congested,
+			p.RateClass, p.BytesSent, ceiling, p.State)
 	}
 	return b.String()
 }

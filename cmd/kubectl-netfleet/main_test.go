@@ -45,11 +45,12 @@ func TestFormatPeers(t *testing.T) {
 		{
 			name: "by slot",
 			in: netcode.PeersResponse{Tick: 9, Peers: []netcode.PeerInfo{
-				{Slot: 7, SendRateHz: 60, RTTMillis: 12.4, Throttle: 1, BytesSent: 9000, RateClass: 1, State: "healthy"},
-				{Slot: 3, SendRateHz: 29.6, LossRatio: 0.048, EnetLossRatio: 0.01, RTTMillis: 92, Throttle: 0.4921, BytesSent: 183920, RateClass: 2, CeilingBytesPerSec: 14260, State: "degraded"},
+				{Slot: 7, SendRateHz: 60, RTTMillis: 12.4, BaselineRTTMillis: 11, Throttle: 1, BytesSent: 9000, RateClass: 1, State: "healthy"},
+				{Slot: 3, SendRateHz: 29.6, LossRatio: 0.048, EnetLossRatio: 0.01, RTTMillis: 92, BaselineRTTMillis: 12, Throttle: 0.4921,
+					CongestedBy: "loss+delay", BytesSent: 183920, RateClass: 2, CeilingBytesPerSec: 14260, State: "degraded"},
 			}},
-			want: "peer=3 rate=30 Hz loss=4.8% enet-loss=1.0% rtt=92 ms throttle=0.49 class=2 sent=183920 B ceiling=14.3 kB/s state=degraded\n" +
-				"peer=7 rate=60 Hz loss=0.0% enet-loss=0.0% rtt=12 ms throttle=1.00 class=1 sent=9000 B ceiling=none state=healthy\n",
+			want: "peer=3 rate=30 Hz loss=4.8% enet-loss=1.0% rtt=92 ms (base 12) throttle=0.49 congested=loss+delay class=2 sent=183920 B ceiling=14.3 kB/s state=degraded\n" +
+				"peer=7 rate=60 Hz loss=0.0% enet-loss=0.0% rtt=12 ms (base 11) throttle=1.00 congested=no class=1 sent=9000 B ceiling=none state=healthy\n",
 		},
 	}
 	for _, tt := range tests {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/netfleet/netfleet/api/netcode"
+	"github.com/netfleet/netfleet/gameserver/congestion"
 	"github.com/netfleet/netfleet/gameserver/enet"
 	"github.com/netfleet/netfleet/gameserver/protocol"
 	"github.com/netfleet/netfleet/gameserver/session"
@@ -205,11 +206,13 @@ func TestStopSaysGoingAway(t *testing.T) {
 
 // TestPeerInfo: the admin API's record of a peer carries each of the session's figures.
 func TestPeerInfo(t *testing.T) {
-	st := session.Stats{Slot: 5, SendRateHz: 30, LossRatio: 0.05, EnetLossRatio: 0.01, RTTMs: 90, Throttle: 0.5,
-		FrameBudgetBytes: 600, RateBytesPerSec: 8000, CeilingBytesPerSec: 9000, RateClass: 2, State: session.StateDegraded}
+	st := session.Stats{Slot: 5, SendRateHz: 30, LossRatio: 0.05, EnetLossRatio: 0.01, RTTMs: 90, BaselineRTTMs: 10,
+		Throttle: 0.5, Congestion: congestion.SignalLoss | congestion.SignalDelay, FrameBudgetBytes: 600, RateBytesPerSec: 8000,
+		CeilingBytesPerSec: 9000, RateClass: 2, State: session.StateDegraded}
 	got := peerInfo(st, session.Counters{BytesSent: 1234})
-	want := netcode.PeerInfo{Slot: 5, SendRateHz: 30, LossRatio: 0.05, EnetLossRatio: 0.01, RTTMillis: 90, Throttle: 0.5,
-		BytesSent: 1234, FrameBudgetBytes: 600, PacingRateBytesPerSec: 8000, CeilingBytesPerSec: 9000, RateClass: 2, State: "degraded"}
+	want := netcode.PeerInfo{Slot: 5, SendRateHz: 30, LossRatio: 0.05, EnetLossRatio: 0.01, RTTMillis: 90, BaselineRTTMillis: 10,
+		Throttle: 0.5, CongestedBy: "loss+delay", BytesSent: 1234, FrameBudgetBytes: 600, PacingRateBytesPerSec: 8000,
+		CeilingBytesPerSec: 9000, RateClass: 2, State: "degraded"}
 	if got != want {
 		t.Errorf("peerInfo = %+v, want %+v", got, want)
 	}

@@ -60,6 +60,8 @@ type Controller struct {
 	// delayed says the last evaluation found a delay signal over the margin.
 	driftHold uint32
 	delayed   bool
+	// signals are the last evaluation's congestion signals.
+	signals Signals
 
 	b bottleneck
 }
@@ -105,7 +107,7 @@ func (c *Controller) SetParams(p Params) {
 	t := c.Throttle()
 	c.p = p.sanitized()
 	if !c.p.Enabled {
-		c.throttle, c.congested, c.sinceEval = 1, false, 0
+		c.throttle, c.congested, c.signals, c.sinceEval = 1, false, 0, 0
 		c.b.release()
 		return
 	}
@@ -160,6 +162,7 @@ func (c *Controller) Step(s Sample) {
 		}
 	}
 	c.congested = sig.loss || sig.backlog || sig.ackQueue || sig.rttDelay
+	c.signals = sig.set()
 	switch {
 	case sig.loss || sig.backlog:
 		c.throttle = max(c.p.ThrottleFloor, c.throttle*c.p.DecreaseFactor)
@@ -210,6 +213,33 @@ func (c *Controller) trackBaseline(rttMs, driftUs uint32) {
 	c.baseline.observe(uint64(rttMs) * 1000)
 }
 
+// Signals is a set of congestion signals: what made an evaluation find a peer congested.
+type Signals uint8
+
+// The congestion signals.
+const (
+	SignalLoss    Signals = 1 << iota // loss over the threshold
+	SignalDelay                       // ENet's RTT or the acknowledgement round trip over its baseline plus the margin
+	SignalBacklog                     // reliable bytes in flight over the threshold
+)
+
+// String names the signals in the set joined by "+" ("loss+delay"), or "" for none.
+func (s Signals) String() string {
+	var b []byte
+	for _, n := range [...]struct {
+		bit  Signals
+		name string
+	}{{SignalLoss, "loss"}, {SignalDelay, "delay"}, {SignalBacklog, "backlog"}} {
+		if s&n.bit != 0 {
+			if len(b) > 0 {
+				b = append(b, '+')
+			}
+			b = append(b, n.name...)
+		}
+	}
+	return string(b)
+}
+
 // signals are the congestion signals of one evaluation.
 type signals struct {
 	loss, backlog bool
@@ -217,6 +247,21 @@ type signals struct {
 	// baseline plus the margin, so a queue stood on the path; rttDelay: ENet's RTT is over its
 	// baseline plus the margin.
 	ackQueue, rttDelay bool
+}
+
+// set is the evaluation's signals as a Signals set.
+func (g signals) set() Signals {
+	var s Signals
+	if g.loss {
+		s |= SignalLoss
+	}
+	if g.ackQueue || g.rttDelay {
+		s |= SignalDelay
+	}
+	if g.backlog {
+		s |= SignalBacklog
+	}
+	return s
 }
 
 func (c *Controller) classify(s Sample) signals {
@@ -243,6 +288,15 @@ func (c *Controller) Throttle() float64 {
 
 // Congested reports whether the last evaluation found the peer congested.
 func (c *Controller) Congested() bool { return c.p.Enabled && c.congested }
+
+// Signals returns the congestion signals of the last evaluation: why Congested is true; none
+// while disabled.
+func (c *Controller) Signals() Signals {
+	if !c.p.Enabled {
+		return 0
+	}
+	return c.signals
+}
 
 // BaselineRTTMs returns the running-minimum RTT baseline in whole milliseconds, 0 before the
 // first RTT sample.

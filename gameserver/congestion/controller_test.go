@@ -159,24 +159,25 @@ func TestTriggers(t *testing.T) {
 	p := triggerParams()
 	const base = 50
 	tests := []struct {
-		name      string
-		sample    Sample
-		congested bool
+		name   string
+		sample Sample
+		by     Signals // none: healthy
 	}{
-		{"healthy", Sample{LossRatio: 0.01, RTTMs: base + 10, ReliableBytesInFlight: 1000}, false},
-		{"all zero (no link stats)", Sample{}, false},
-		{"loss above threshold", Sample{LossRatio: 0.0201, RTTMs: base}, true},
-		{"loss at threshold", Sample{LossRatio: 0.02, RTTMs: base}, false},
-		{"loss total", Sample{LossRatio: 1}, true},
-		{"delay over margin", Sample{RTTMs: base + 41}, true},
-		{"delay at margin", Sample{RTTMs: base + 40}, false},
-		{"rtt below baseline", Sample{RTTMs: base - 30}, false},
-		{"backlog above threshold", Sample{RTTMs: base, ReliableBytesInFlight: 32769}, true},
-		{"backlog at threshold", Sample{RTTMs: base, ReliableBytesInFlight: 32768}, false},
-		{"unknown rtt never triggers delay", Sample{RTTMs: 0, LossRatio: 0.01}, false},
-		{"NaN loss is no evidence", Sample{LossRatio: math.NaN(), RTTMs: base}, false},
-		{"Inf loss triggers", Sample{LossRatio: math.Inf(1), RTTMs: base}, true},
-		{"negative loss is healthy", Sample{LossRatio: -1, RTTMs: base}, false},
+		{"healthy", Sample{LossRatio: 0.01, RTTMs: base + 10, ReliableBytesInFlight: 1000}, 0},
+		{"all zero (no link stats)", Sample{}, 0},
+		{"loss above threshold", Sample{LossRatio: 0.0201, RTTMs: base}, SignalLoss},
+		{"loss at threshold", Sample{LossRatio: 0.02, RTTMs: base}, 0},
+		{"loss total", Sample{LossRatio: 1}, SignalLoss},
+		{"delay over margin", Sample{RTTMs: base + 41}, SignalDelay},
+		{"delay at margin", Sample{RTTMs: base + 40}, 0},
+		{"rtt below baseline", Sample{RTTMs: base - 30}, 0},
+		{"backlog above threshold", Sample{RTTMs: base, ReliableBytesInFlight: 32769}, SignalBacklog},
+		{"backlog at threshold", Sample{RTTMs: base, ReliableBytesInFlight: 32768}, 0},
+		{"loss, delay and backlog", Sample{LossRatio: 0.5, RTTMs: base + 100, ReliableBytesInFlight: 1 << 20}, SignalLoss | SignalDelay | SignalBacklog},
+		{"unknown rtt never triggers delay", Sample{RTTMs: 0, LossRatio: 0.01}, 0},
+		{"NaN loss is no evidence", Sample{LossRatio: math.NaN(), RTTMs: base}, 0},
+		{"Inf loss triggers", Sample{LossRatio: math.Inf(1), RTTMs: base}, SignalLoss},
+		{"negative loss is healthy", Sample{LossRatio: -1, RTTMs: base}, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -187,14 +188,46 @@ func TestTriggers(t *testing.T) {
 				t.Fatalf("setup: throttle %v baseline %d", c.Throttle(), c.BaselineRTTMs())
 			}
 			evalWith(&c, base, tt.sample)
-			want := 1.0
-			if tt.congested {
+			congested, want := tt.by != 0, 1.0
+			if congested {
 				want = p.DecreaseFactor
 			}
-			if c.Congested() != tt.congested || c.Throttle() != want {
-				t.Errorf("congested %v throttle %v, want %v %v", c.Congested(), c.Throttle(), tt.congested, want)
+			if c.Congested() != congested || c.Throttle() != want || c.Signals() != tt.by {
+				t.Errorf("congested %v by %q throttle %v, want %v by %q %v", c.Congested(), c.Signals(), c.Throttle(), congested, tt.by, want)
 			}
 		})
+	}
+}
+
+// TestSignalsString: the names the admin API reports, joined in a fixed order.
+func TestSignalsString(t *testing.T) {
+	for _, tt := range []struct {
+		s    Signals
+		want string
+	}{
+		{0, ""},
+		{SignalLoss, "loss"},
+		{SignalDelay, "delay"},
+		{SignalBacklog, "backlog"},
+		{SignalBacklog | SignalLoss, "loss+backlog"},
+		{SignalLoss | SignalDelay | SignalBacklog, "loss+delay+backlog"},
+	} {
+		if got := tt.s.String(); got != tt.want {
+			t.Errorf("Signals(%d).String() = %q, want %q", tt.s, got, tt.want)
+		}
+	}
+	// A disabled controller reports none, as it reports no congestion.
+	var c Controller
+	c.Reset(triggerParams())
+	evalWith(&c, 50, Sample{LossRatio: 1, RTTMs: 50})
+	if c.Signals() != SignalLoss {
+		t.Fatalf("signals %q after a lossy evaluation", c.Signals())
+	}
+	p := triggerParams()
+	p.Enabled = false
+	c.SetParams(p)
+	if c.Signals() != 0 || c.Congested() {
+		t.Errorf("disabled: signals %q congested %v, want none", c.Signals(), c.Congested())
 	}
 }
 

@@ -614,6 +614,7 @@ func (s *Session) Stats() Stats {
 		EnetLossRatio:    s.link.LossRatio,
 		RTTMs:            s.link.RTTMs,
 		BaselineRTTMs:    s.cc.BaselineRTTMs(),
+		Congestion:       s.cc.Signals(),
 		FrameBudgetBytes: s.frameBudget,
 		RateBytesPerSec:  s.pacer.Rate(),
 		PacerBudgetBytes: s.pacer.Budget(),

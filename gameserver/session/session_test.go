@@ -7,6 +7,7 @@ import (
 
 	"github.com/netfleet/netfleet/api/netcode"
 	"github.com/netfleet/netfleet/gameserver/client"
+	"github.com/netfleet/netfleet/gameserver/congestion"
 	"github.com/netfleet/netfleet/gameserver/protocol"
 )
 
@@ -74,6 +75,11 @@ func TestRateLeverDefersToUnion(t *testing.T) {
 	st := p.s.Stats()
 	if st.Throttle >= 0.5 || st.SendIntervalTick < 2 || notDue == 0 || st.State != StateDegraded {
 		t.Fatalf("congested peer: %+v, %d ticks not due", st, notDue)
+	}
+	// The admin API says why: delay, over a baseline held within a millisecond of the path's
+	// 20 ms (it drifts only until the first evaluation sees the rise).
+	if st.Congestion != congestion.SignalDelay || st.BaselineRTTMs < 20 || st.BaselineRTTMs > 21 {
+		t.Errorf("congested by %q over a %d ms baseline, want delay over 20-21 ms", st.Congestion, st.BaselineRTTMs)
 	}
 	h.converge(600)
 }

@@ -1,5 +1,7 @@
 package session
 
+import "github.com/netfleet/netfleet/gameserver/congestion"
+
 // State is a session's health as the admin API reports it.
 type State uint8
 
@@ -49,6 +51,9 @@ type Stats struct {
 	EnetLossRatio float64
 	RTTMs         uint32
 	BaselineRTTMs uint32
+	// Congestion is what the congestion controller's last evaluation found: the signals that
+	// back the peer off, none when it is healthy.
+	Congestion congestion.Signals
 	// FrameBudgetBytes is the budget of the last frame built.
 	FrameBudgetBytes int
 	// RateBytesPerSec is the pacer's rate (0 unlimited) and PacerBudgetBytes what it may send now.
