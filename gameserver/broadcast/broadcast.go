@@ -351,18 +351,20 @@ func (b *Broadcaster) Stop(ctx context.Context) error {
 
 // serviceUntil services the host until deadline, handling each event, and serves requests. It
 // never spins: it waits in ENet for the remaining time and sleeps through a final fraction of a
-// millisecond, which ENet's millisecond timeouts cannot express.
+// millisecond, which ENet's millisecond timeouts cannot express. It always ends by handling what
+// has arrived (drain), so a loop that runs late still reads its peers' acknowledgements before
+// the tick judges their snapshots: unread, they would count as lost.
 func (b *Broadcaster) serviceUntil(deadline time.Time) error {
 	for {
 		b.serveRequests()
 		rem := time.Until(deadline)
 		if rem <= 0 {
-			return nil
+			return b.drain()
 		}
 		wait := rem.Truncate(time.Millisecond)
 		if wait == 0 {
 			time.Sleep(rem)
-			return nil
+			return b.drain()
 		}
 		ok, err := b.host.Service(&b.ev, wait)
 		if err != nil {
@@ -370,6 +372,26 @@ func (b *Broadcaster) serviceUntil(deadline time.Time) error {
 		}
 		if ok {
 			b.handle(&b.ev)
+		}
+	}
+}
+
+// drain handles every event that has arrived, without waiting, for at most a quarter of a tick
+// period: a flood cannot hold the tick back for long, and what is left is handled in the next
+// service window.
+func (b *Broadcaster) drain() error {
+	limit := time.Now().Add(b.period / 4)
+	for {
+		ok, err := b.host.Service(&b.ev, 0)
+		if err != nil {
+			return fmt.Errorf("broadcast: %w", err)
+		}
+		if !ok {
+			return nil
+		}
+		b.handle(&b.ev)
+		if time.Now().After(limit) {
+			return nil
 		}
 	}
 }

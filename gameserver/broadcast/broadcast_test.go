@@ -3,6 +3,7 @@ package broadcast
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -216,4 +217,66 @@ func TestPeerInfo(t *testing.T) {
 	if got != want {
 		t.Errorf("peerInfo = %+v, want %+v", got, want)
 	}
+}
+
+// TestLateLoopReadsNoLoss: a tick loop that runs late tick after tick (here each tick is held
+// 25 ms, past the 16.7 ms period, for half a second, as on an overloaded machine) still handles
+// what arrived before each tick, so the peers' acknowledgements are read before their snapshots
+// are judged, and no healthy peer reads as lossy. (Before the loop drained its host when late,
+// every peer read about 20% loss here.) The bots must acknowledge in time for that to hold: an
+// attempt in which the test's own goroutine was held up is not judged, and is run again.
+func TestLateLoopReadsNoLoss(t *testing.T) {
+	var hold atomic.Bool
+	b := startServer(t, Options{World: smallWorld(120), InterestRadius: 150, OnTick: func(TickStats) {
+		if hold.Load() {
+			time.Sleep(25 * time.Millisecond)
+		}
+	}})
+	var bots swarm
+	for i := range 4 {
+		bots = append(bots, newBot(t, b.Address(), uint32(i+1)))
+	}
+	bots.until(t, "all connected", bots.allUp)
+	for attempt := 1; ; attempt++ {
+		// A steady state first; after an attempt, long enough for its loss estimate to fade out
+		// (evidence expires about 3.5 s after its last judgment).
+		settle := time.Second
+		if attempt > 1 {
+			settle = 4 * time.Second
+		}
+		bots.runFor(t, settle)
+		hold.Store(true)
+		// The bots keep acknowledging what they receive while the loop runs late.
+		maxGap := serviceFor(t, bots, 500*time.Millisecond)
+		hold.Store(false)
+		maxGap = max(maxGap, serviceFor(t, bots, 100*time.Millisecond))
+		// The judging margin is 50 ms beyond the round trip: a bot held up longer may be late.
+		if maxGap > 30*time.Millisecond {
+			if attempt == 3 {
+				t.Skipf("the bots were not serviced for up to %v in each of %d attempts (machine overloaded)", maxGap, attempt)
+			}
+			t.Logf("attempt %d: the bots went %v without service; again", attempt, maxGap)
+			continue
+		}
+		for _, p := range b.Peers(nil) {
+			if p.LossRatio != 0 || p.SendRateHz == 0 {
+				t.Errorf("peer %d: %.1f%% loss on loopback at %.0f Hz after the loop ran late", p.Slot, 100*p.LossRatio, p.SendRateHz)
+			}
+		}
+		return
+	}
+}
+
+// serviceFor services the bots every millisecond for d and returns the longest time between two
+// services.
+func serviceFor(tb testing.TB, bots swarm, d time.Duration) time.Duration {
+	var gap time.Duration
+	last := time.Now()
+	for end := last.Add(d); last.Before(end); {
+		bots.service(tb)
+		time.Sleep(time.Millisecond)
+		now := time.Now()
+		gap, last = max(gap, now.Sub(last)), now
+	}
+	return gap
 }
