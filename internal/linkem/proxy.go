@@ -155,7 +155,13 @@ func New(cfg Config) (*Proxy, error) {
 	p.wg.Add(3)
 	go p.readClients()
 	go p.expireLoop()
-	go p.runSchedule(cfg.Schedule.sortedSteps())
+	// Steps at 0 are in force from the start: they apply before the first packet is read.
+	steps := cfg.Schedule.sortedSteps()
+	for len(steps) > 0 && steps[0].At <= 0 {
+		p.applyStep(steps[0])
+		steps = steps[1:]
+	}
+	go p.runSchedule(steps)
 	if ctlLn != nil {
 		p.ctl = &http.Server{Handler: p.ControlHandler(), ReadHeaderTimeout: 5 * time.Second}
 		p.wg.Add(1)
@@ -584,14 +590,19 @@ func (p *Proxy) runSchedule(steps []Step) {
 			return
 		case <-t.C:
 		}
-		var err error
-		if st.Reset {
-			err = p.ResetProfile(st.Select)
-		} else {
-			err = p.SetProfile(st.Select, *st.Profile)
-		}
-		if err != nil {
-			p.log.Warn("schedule step", "at", time.Duration(st.At).String(), "select", st.Select.String(), "err", err)
-		}
+		p.applyStep(st)
+	}
+}
+
+// applyStep carries out one schedule step.
+func (p *Proxy) applyStep(st Step) {
+	var err error
+	if st.Reset {
+		err = p.ResetProfile(st.Select)
+	} else {
+		err = p.SetProfile(st.Select, *st.Profile)
+	}
+	if err != nil {
+		p.log.Warn("schedule step", "at", time.Duration(st.At).String(), "select", st.Select.String(), "err", err)
 	}
 }

@@ -431,6 +431,25 @@ steps:
 	}
 }
 
+// TestScheduleStepAtZeroFromFirstPacket: a step at 0s is in force before the proxy reads its
+// first packet, so a client's very first packet already takes it.
+func TestScheduleStepAtZeroFromFirstPacket(t *testing.T) {
+	sched, err := ParseSchedule([]byte("steps:\n- {at: 0s, select: client:0, profile: {up: {duplicate: 1}}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 20 {
+		server := newEndpoint(t, true)
+		p := startProxy(t, server, Config{Schedule: sched})
+		c := newEndpoint(t, false)
+		c.send(t, p.Addr(), 0, 64)
+		eventually(t, 10*time.Second, "the duplicated first packet's two echoes", func() bool { return c.count() == 2 })
+		if cs, _ := clientStats(p, 0); cs.Source != "client:0" || cs.Up.Duplicated != 1 {
+			t.Fatalf("client 0: profile from %q, %d duplicated upstream; want client:0's, 1", cs.Source, cs.Up.Duplicated)
+		}
+	}
+}
+
 func TestNewErrors(t *testing.T) {
 	server := newEndpoint(t, false)
 	up := server.addr().String()
