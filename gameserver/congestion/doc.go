@@ -56,7 +56,8 @@
 // keeps its peer backed off by the delay signal for as long as it keeps losing, through the
 // loss-free stretches that the loss estimate alone reads as healthy; a re-route with no loss is
 // absorbed after the hold and the drift (11 s for 100 ms more at the defaults). When the link
-// heals, its delay falls back under the margin at once, so the hold does not slow the recovery.
+// heals, its round trips fall back under the margin (the acknowledgements' at once, ENet's
+// smoothed RTT within a second or two), so the hold does not slow the recovery.
 //
 // The loss signal alone could not do this. At the rates a back-off leaves it rests on few
 // packets: at 10 Hz a link losing 5% shows about one loss every two seconds, its estimate (a

@@ -152,15 +152,15 @@ func New(cfg Config) (*Proxy, error) {
 	if p.sched, err = newScheduler(p.clock, p.deliver, p.release, cfg.Realtime); err != nil {
 		return nil, errors.Join(fmt.Errorf("linkem: %w", err), p.conn.Close(), closeListener(ctlLn))
 	}
-	p.wg.Add(3)
-	go p.readClients()
-	go p.expireLoop()
 	// Steps at 0 are in force from the start: they apply before the first packet is read.
 	steps := cfg.Schedule.sortedSteps()
 	for len(steps) > 0 && steps[0].At <= 0 {
 		p.applyStep(steps[0])
 		steps = steps[1:]
 	}
+	p.wg.Add(3)
+	go p.readClients()
+	go p.expireLoop()
 	go p.runSchedule(steps)
 	if ctlLn != nil {
 		p.ctl = &http.Server{Handler: p.ControlHandler(), ReadHeaderTimeout: 5 * time.Second}
