@@ -127,7 +127,9 @@ type CongestionConfig struct {
 	BudgetFloorBytes *int32 `json:"budgetFloorBytes,omitempty"`
 
 	// DelayMarginMs is how far, in milliseconds, a peer's RTT may rise over its running-minimum
-	// baseline before the peer counts as congested. Default 40, range [1, 10000].
+	// baseline before the peer counts as congested. The baseline follows a longer path at 10 ms
+	// per second, once the rise has lasted 5 s with no snapshot loss. Default 40, range
+	// [1, 10000].
 	// +optional
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=10000
