@@ -39,7 +39,6 @@ type Sample struct {
 type Controller struct {
 	p         Params
 	throttle  float64
-	congested bool
 	sinceEval uint32
 	// baseline is ENet's RTT's running minimum, ackBaseline the acknowledgement round trip's;
 	// ackMinMs is the smallest acknowledgement round trip since the last evaluation.
@@ -56,11 +55,9 @@ type Controller struct {
 	// is the latest.
 	ackRise   uint32
 	lastAckMs uint32
-	// driftHold is how many more ticks the baselines do not drift (Params.BaselineHoldTicks);
-	// delayed says the last evaluation found a delay signal over the margin.
+	// driftHold is how many more ticks the baselines do not drift (Params.BaselineHoldTicks).
 	driftHold uint32
-	delayed   bool
-	// signals are the last evaluation's congestion signals.
+	// signals are the last evaluation's congestion signals; none: the peer is not congested.
 	signals Signals
 
 	b bottleneck
@@ -107,7 +104,7 @@ func (c *Controller) SetParams(p Params) {
 	t := c.Throttle()
 	c.p = p.sanitized()
 	if !c.p.Enabled {
-		c.throttle, c.congested, c.signals, c.sinceEval = 1, false, 0, 0
+		c.throttle, c.signals, c.sinceEval = 1, 0, 0
 		c.b.release()
 		return
 	}
@@ -155,21 +152,19 @@ func (c *Controller) Step(s Sample) {
 	c.prevAckMinMs, c.prevAckQueue = c.ackMinMs, sig.ackQueue
 	c.haveAckMin = false
 	c.evaluateBottleneck(sig.ackQueue, s.NowMs)
-	if delayed := sig.ackQueue || sig.rttDelay; delayed != c.delayed {
-		c.delayed = delayed
-		if delayed { // a delay rise: the baselines wait BaselineHoldMs before following it
-			c.driftHold = max(c.driftHold, c.p.BaselineHoldTicks)
-		}
+	set := sig.set()
+	if set&SignalDelay != 0 && c.signals&SignalDelay == 0 {
+		// A delay rise: the baselines wait BaselineHoldMs before following it.
+		c.driftHold = max(c.driftHold, c.p.BaselineHoldTicks)
 	}
-	c.congested = sig.loss || sig.backlog || sig.ackQueue || sig.rttDelay
-	c.signals = sig.set()
+	c.signals = set
 	switch {
 	case sig.loss || sig.backlog:
 		c.throttle = max(c.p.ThrottleFloor, c.throttle*c.p.DecreaseFactor)
-	case c.congested && c.b.phase != phaseNone:
+	case set != 0 && c.b.phase != phaseNone:
 		// Delay on a path whose bottleneck is known: the ceiling answers it, so the throttle
 		// holds rather than cutting the send rate a second time.
-	case c.congested:
+	case set != 0:
 		c.throttle = max(c.p.ThrottleFloor, c.throttle*c.p.DecreaseFactor)
 	default:
 		c.throttle = min(1, c.throttle+c.p.IncreaseStep)
@@ -287,7 +282,7 @@ func (c *Controller) Throttle() float64 {
 }
 
 // Congested reports whether the last evaluation found the peer congested.
-func (c *Controller) Congested() bool { return c.p.Enabled && c.congested }
+func (c *Controller) Congested() bool { return c.Signals() != 0 }
 
 // Signals returns the congestion signals of the last evaluation: why Congested is true; none
 // while disabled.
