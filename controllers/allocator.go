@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"container/heap"
 	"context"
 	"fmt"
 	"sync"
@@ -353,48 +354,37 @@ func (c *candidate) before(d *candidate) bool {
 // servers) and popping a few costs far less than sorting them all, which a fleet of thousands of
 // Ready servers would pay on every allocation.
 type candidateQueue struct {
-	h []candidate
+	h candidateHeap
 }
 
 // Len is the number of candidates not handed out yet.
 func (q *candidateQueue) Len() int { return len(q.h) }
 
-func (q *candidateQueue) init() {
-	for i := len(q.h)/2 - 1; i >= 0; i-- {
-		q.down(i)
-	}
-}
+func (q *candidateQueue) init() { heap.Init(&q.h) }
 
 // Next returns the best candidate left, nil when none is.
 func (q *candidateQueue) Next() *v1alpha1.GameServer {
-	n := len(q.h)
-	if n == 0 {
+	if len(q.h) == 0 {
 		return nil
 	}
-	top := q.h[0].gs
-	q.h[0] = q.h[n-1]
-	q.h[n-1] = candidate{}
-	q.h = q.h[:n-1]
-	q.down(0)
-	return top
+	return heap.Pop(&q.h).(*v1alpha1.GameServer)
 }
 
-func (q *candidateQueue) down(i int) {
-	h := q.h
-	for {
-		best, l := i, 2*i+1
-		if l < len(h) && h[l].before(&h[best]) {
-			best = l
-		}
-		if r := l + 1; r < len(h) && h[r].before(&h[best]) {
-			best = r
-		}
-		if best == i {
-			return
-		}
-		h[i], h[best] = h[best], h[i]
-		i = best
-	}
+// candidateHeap is the heap.Interface of candidateQueue; Pop returns the server alone.
+type candidateHeap []candidate
+
+func (h candidateHeap) Len() int           { return len(h) }
+func (h candidateHeap) Less(i, j int) bool { return h[i].before(&h[j]) }
+func (h candidateHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *candidateHeap) Push(x any)        { *h = append(*h, x.(candidate)) }
+
+func (h *candidateHeap) Pop() any {
+	old := *h
+	n := len(old) - 1
+	gs := old[n].gs
+	old[n] = candidate{}
+	*h = old[:n]
+	return gs
 }
 
 func unallocated(reason, msg string) v1alpha1.GameServerAllocationStatus {
