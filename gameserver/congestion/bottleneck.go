@@ -17,6 +17,7 @@ const (
 // queue building on the path revealed it, and the phase of the ceiling derived from it.
 type bottleneck struct {
 	rate       float64 // bytes per second; 0 when none is known
+	demand     float64 // bytes per second the peer was sent when the bottleneck was found
 	phase      phase
 	evals      uint32 // evaluations the phase has lasted
 	drainEvals uint32 // the longest the drain lasts
@@ -45,7 +46,7 @@ func (b *bottleneck) enter(ph phase) { b.phase, b.evals = ph, 0 }
 
 // release forgets the bottleneck: the peer is paced by the throttle alone again.
 func (b *bottleneck) release() {
-	b.rate, b.drainEvals, b.probe = 0, 0, probe{}
+	b.rate, b.demand, b.drainEvals, b.probe = 0, 0, 0, probe{}
 	b.enter(phaseNone)
 }
 
@@ -108,6 +109,11 @@ func (c *Controller) queueBuilding(ackMs uint32, early bool) {
 	if !ok || !paced {
 		return
 	}
+	if b.phase == phaseNone {
+		// What the peer was sent before any ceiling: the bytes delivered over the span they were
+		// sent in. A ceiling found again later keeps it; the peer is sent the ceiling then.
+		b.demand = min(float64(b.now.Bytes-from.Bytes)*1000/float64(max(int32(b.now.SentMs-from.SentMs), 1)), maxRate)
+	}
 	b.rate = rate
 	b.enter(phaseDrain)
 	// The drain lasts until an interval's ACKs come back within the margin, or at most twice
@@ -136,8 +142,10 @@ func (c *Controller) evaluateBottleneck(queued bool, nowMs uint32) {
 		}
 	case phaseCruise:
 		switch {
-		case !queued && !bound:
-			// The peer wanted no more than the ceiling gave: it needs none.
+		case !queued && !bound && c.demandIntervalTicks() == 1:
+			// The peer wanted no more than the ceiling gave: it needs none. (Sent every other
+			// tick for its demand, it wants about the ceiling's frame either way: only a
+			// probe, sent as often as its ceiling affords, shows whether it needs one.)
 			b.release()
 		case !queued && b.evals >= ProbeIntervalEvals:
 			c.startProbe(nowMs)
@@ -217,15 +225,31 @@ func (c *Controller) ByteRateCeiling() float64 {
 	return max(c.b.rate*gain, least)
 }
 
-// ceilingIntervalTicks is how many ticks of the ceiling a frame of MinFrameBytes takes, in
-// [1, MaxIntervalTicks]; 1 without a ceiling.
+// ceilingIntervalTicks is the send interval under the bottleneck ceiling, in
+// [1, MaxIntervalTicks]; 1 without a ceiling. It is at least the ticks a MinFrameBytes frame
+// takes at the ceiling, and outside a probe at least demandIntervalTicks.
 func (c *Controller) ceilingIntervalTicks() uint32 {
 	r := c.ByteRateCeiling()
 	if r <= 0 {
 		return 1
 	}
 	n := math.Ceil(float64(c.p.MinFrameBytes) * float64(c.p.TickRateHz) / r)
+	if c.b.phase != phaseProbeUp {
+		n = max(n, float64(c.demandIntervalTicks()))
+	}
 	return uint32(min(max(n, 1), float64(c.p.MaxIntervalTicks)))
+}
+
+// demandIntervalTicks is the send interval a peer's demand asks for under the ceiling: 2 when a
+// frame of the size it had before the ceiling (its demand over the tick rate) takes one and a
+// half ticks or more to cross the bottleneck, else 1. Every other tick, such a frame is about
+// the ceiling's bytes over the interval; never longer, so that a frame crosses the bottleneck
+// within about two tick periods.
+func (c *Controller) demandIntervalTicks() uint32 {
+	if c.b.rate <= 0 || c.b.demand < demandIntervalRatio*c.b.rate {
+		return 1
+	}
+	return 2
 }
 
 // FrameCeilingBytes is the most bytes a frame may take under the bottleneck ceiling: the

@@ -1,6 +1,7 @@
 package congestion
 
 import (
+	"fmt"
 	"math"
 	"slices"
 	"testing"
@@ -188,6 +189,9 @@ func TestBottleneckFoundEarly(t *testing.T) {
 			if r := c.b.rate; r < 2900 || r > 3100 {
 				t.Errorf("bottleneck %v B/s, want the path's 3000", r)
 			}
+			if d := c.b.demand; d < 5700 || d > 6300 {
+				t.Errorf("demand %v B/s, want the 6000 the peer was sent", d)
+			}
 		})
 	}
 }
@@ -331,6 +335,22 @@ func TestCeilingReleasedWhenNotNeeded(t *testing.T) {
 		t.Fatalf("a peer that wanted no more than the ceiling keeps ceiling %v, frame %d, interval %d",
 			c.ByteRateCeiling(), c.FrameCeilingBytes(), c.SendIntervalTicks())
 	}
+
+	// Sent every other tick for its demand, a peer wants about the ceiling's frame, and a frame
+	// the ceiling did not cut says nothing of what it wants every tick: only a probe releases it.
+	c = withBottleneck(5000)
+	c.b.demand = 10000
+	tick = 0
+	for range ProbeIntervalEvals - 1 {
+		evalTicks(&c, &tick, clean(false))
+		if c.b.phase != phaseCruise || c.SendIntervalTicks() != 2 {
+			t.Fatalf("a peer sent less often for its demand left the cruise: phase %d, interval %d", c.b.phase, c.SendIntervalTicks())
+		}
+	}
+	evalTicks(&c, &tick, clean(false))
+	if c.b.phase != phaseProbeUp {
+		t.Fatalf("phase %d after a cruise without a queue, want a probe", c.b.phase)
+	}
 }
 
 // probeRun cruises c under its ceiling until a probe starts, then runs the probe on a path that
@@ -412,24 +432,33 @@ func TestProbe(t *testing.T) {
 func TestCeilingLevers(t *testing.T) {
 	tests := []struct {
 		name            string
-		rate            float64
+		rate, demand    float64
 		ph              phase
 		throttle        float64
 		ceiling         float64
 		interval, frame int
 	}{
-		{"cruise over a frame a tick", 9000, phaseCruise, 1, 8100, 1, 135},
-		{"cruise under a frame a tick: two ticks a frame", 3000, phaseCruise, 1, 2700, 2, 90},
-		{"the throttle's longer interval keeps the frame", 3000, phaseCruise, 0.2, 2700, 5, 90},
-		{"drain", 3000, phaseDrain, 1, 1500, 3, 75},
-		{"probe", 3000, phaseProbeUp, 1, 3750, 2, 125},
-		{"after the probe", 3000, phaseProbeDown, 1, 2250, 2, 75},
-		{"never under a smallest frame each longest interval", 10, phaseCruise, 1, 640, 6, 64},
+		{"cruise over a frame a tick", 9000, 0, phaseCruise, 1, 8100, 1, 135},
+		{"cruise under a frame a tick: two ticks a frame", 3000, 0, phaseCruise, 1, 2700, 2, 90},
+		{"the throttle's longer interval keeps the frame", 3000, 0, phaseCruise, 0.2, 2700, 5, 90},
+		{"drain", 3000, 0, phaseDrain, 1, 1500, 3, 75},
+		{"probe", 3000, 0, phaseProbeUp, 1, 3750, 2, 125},
+		{"after the probe", 3000, 0, phaseProbeDown, 1, 2250, 2, 75},
+		{"never under a smallest frame each longest interval", 10, 0, phaseCruise, 1, 640, 6, 64},
+		// A peer that wanted 10000 B/s: its frames under the ceiling keep about their size.
+		{"half the demand: every other tick", 5000, 10000, phaseCruise, 1, 4500, 2, 150},
+		{"demand within the cruise: every tick", 5000, 5500, phaseCruise, 1, 4500, 1, 75},
+		{"a third of the demand: still every other tick", 5000, 15000, phaseCruise, 1, 4500, 2, 150},
+		{"a third of a thin path's demand: the smallest frame's interval", 1000, 3000, phaseCruise, 1, 900, 5, 75},
+		{"the demand's interval in the drain", 5000, 10000, phaseDrain, 1, 2500, 2, 83},
+		{"a probe every tick its frames allow", 5000, 10000, phaseProbeUp, 1, 6250, 1, 104},
+		{"the demand's interval after the probe", 5000, 10000, phaseProbeDown, 1, 3750, 2, 125},
+		{"the throttle's longer interval over the demand's", 5000, 10000, phaseCruise, 0.2, 4500, 5, 150},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := withBottleneck(tt.rate)
-			c.b.phase, c.throttle = tt.ph, tt.throttle
+			c.b.demand, c.b.phase, c.throttle = tt.demand, tt.ph, tt.throttle
 			if got := c.ByteRateCeiling(); math.Abs(got-tt.ceiling) > 1e-9 {
 				t.Errorf("ceiling %v, want %v", got, tt.ceiling)
 			}
@@ -462,6 +491,7 @@ func TestCeilingLevers(t *testing.T) {
 // per second, 0 for none) and a 200 ms tail-drop queue, and a client that acknowledges every
 // packet when it arrives. The path takes 10 ms each way besides the queue.
 type simLink struct {
+	demand   int // bytes of changes a frame gathers per tick
 	c        Controller
 	est      LossEstimator
 	cl       protocol.AckState
@@ -476,6 +506,7 @@ type simLink struct {
 	// sent in the current window, delivered their bytes arrived at the client.
 	sojourns  []float64
 	delivered float64
+	frames    int
 }
 
 type simPacket struct {
@@ -485,10 +516,9 @@ type simPacket struct {
 }
 
 const (
-	simDemandPerTick = 120  // bytes of changes a frame gathers per tick
-	simMaxFrame      = 480  // a frame carries at most this much of them
-	simQueueMs       = 200  // the bottleneck's queue limit
-	simOneWayMs      = 10.0 // each way
+	simMaxFrame = 480  // a frame carries at most this much of the changes
+	simQueueMs  = 200  // the bottleneck's queue limit
+	simOneWayMs = 10.0 // each way
 )
 
 // tick runs tick i of the simulation.
@@ -516,7 +546,7 @@ func (l *simLink) tick(i int) {
 	if !l.c.ShouldSend(tick, l.last) {
 		return
 	}
-	demand := min(simDemandPerTick*int(min(tick-l.last, simMaxFrame)), simMaxFrame)
+	demand := min(l.demand*int(min(tick-l.last, simMaxFrame)), simMaxFrame)
 	if l.last == NeverSent {
 		demand = simMaxFrame
 	}
@@ -548,14 +578,15 @@ func (l *simLink) tick(i int) {
 	}
 	l.sojourns = append(l.sojourns, depart-now)
 	l.delivered += float64(size)
+	l.frames++
 	l.toClient = append(l.toClient, simPacket{atMs: depart + simOneWayMs, seq: l.seq})
 	l.seq++
 }
 
 // window runs the ticks [from, to) and returns the p95 of the sojourns of the packets sent in
-// them and the bytes per second the bottleneck passed.
+// them and the bytes per second the bottleneck passed; l.frames counts the frames it passed.
 func (l *simLink) window(from, to int) (p95, rate float64) {
-	l.sojourns, l.delivered = l.sojourns[:0], 0
+	l.sojourns, l.delivered, l.frames = l.sojourns[:0], 0, 0
 	for i := from; i < to; i++ {
 		l.tick(i)
 	}
@@ -568,32 +599,42 @@ func (l *simLink) window(from, to int) (p95, rate float64) {
 }
 
 // A peer sent twice what its path carries: the bottleneck response keeps the queue it builds
-// short and the path busy, and lets the peer back to full rate when the path recovers.
+// short and the path busy, sends the peer every other tick frames about the size it had, and
+// lets it back to full rate when the path recovers.
 func TestBottleneckEndToEnd(t *testing.T) {
-	const capacity = 3600 // half the peer's 7200 B/s
-	l := simLink{last: NeverSent}
-	l.c.Reset(MakeParams(defaultKnobs()))
-	sec := func(s float64) int { return int(s * testHz) }
-	if p95, rate := l.window(0, sec(4)); p95 != 0 || rate < 7000 {
-		t.Fatalf("healthy path: sojourn p95 %v ms, %v B/s", p95, rate)
-	}
-	l.capacity = capacity
-	onsetP95, _ := l.window(sec(4), sec(5))
-	p95, rate := l.window(sec(5), sec(12))
-	t.Logf("capped: sojourn p95 %.0f ms in the first second, %.0f ms after; %.0f B/s through the bottleneck", onsetP95, p95, rate)
-	// A 100-byte frame alone takes 28 ms to cross at the capacity.
-	if p95 > 60 || rate < 0.8*CruiseGain*capacity {
-		t.Errorf("capped path: sojourn p95 %.0f ms, %.0f B/s; want at most 60 ms and %.0f B/s", p95, rate, 0.8*CruiseGain*capacity)
-	}
-	if onsetP95 >= simQueueMs {
-		t.Errorf("the onset filled the queue: p95 %.0f ms", onsetP95)
-	}
-	l.capacity = 0
-	l.window(sec(12), sec(15))
-	if c := l.c.ByteRateCeiling(); c != 0 && c < 7200 || l.c.SendIntervalTicks() != 1 {
-		t.Errorf("3 s after the path recovered: ceiling %v B/s, interval %d", c, l.c.SendIntervalTicks())
-	}
-	if _, rate := l.window(sec(15), sec(16)); rate < 7000 {
-		t.Errorf("recovered path: %v B/s", rate)
+	for _, demand := range []int{120, 160} {
+		t.Run(fmt.Sprintf("%d B/s", demand*testHz), func(t *testing.T) {
+			capacity := float64(demand * testHz / 2)
+			l := simLink{demand: demand, last: NeverSent}
+			l.c.Reset(MakeParams(defaultKnobs()))
+			sec := func(s float64) int { return int(s * testHz) }
+			if p95, rate := l.window(0, sec(4)); p95 != 0 || rate < 0.97*float64(demand*testHz) {
+				t.Fatalf("healthy path: sojourn p95 %v ms, %v B/s", p95, rate)
+			}
+			l.capacity = capacity
+			onsetP95, _ := l.window(sec(4), sec(5))
+			p95, rate := l.window(sec(5), sec(12))
+			hz := float64(l.frames) / 7
+			t.Logf("capped at %.0f B/s: sojourn p95 %.0f ms in the first second, %.0f ms after; %.0f B/s through the bottleneck in %.1f frames/s",
+				capacity, onsetP95, p95, rate, hz)
+			// A frame of nearly the peer's demand per tick takes 28-30 ms to cross at the capacity.
+			if p95 > 60 || rate < 0.8*CruiseGain*capacity {
+				t.Errorf("capped path: sojourn p95 %.0f ms, %.0f B/s; want at most 60 ms and %.0f B/s", p95, rate, 0.8*CruiseGain*capacity)
+			}
+			if hz < 25 || hz > 40 {
+				t.Errorf("capped path: %.1f frames/s, want about 30 (every other tick, with probes)", hz)
+			}
+			if onsetP95 >= simQueueMs {
+				t.Errorf("the onset filled the queue: p95 %.0f ms", onsetP95)
+			}
+			l.capacity = 0
+			l.window(sec(12), sec(15))
+			if c := l.c.ByteRateCeiling(); c != 0 && c < float64(demand*testHz) || l.c.SendIntervalTicks() != 1 {
+				t.Errorf("3 s after the path recovered: ceiling %v B/s, interval %d", c, l.c.SendIntervalTicks())
+			}
+			if _, rate := l.window(sec(15), sec(16)); rate < 0.97*float64(demand*testHz) {
+				t.Errorf("recovered path: %v B/s", rate)
+			}
+		})
 	}
 }

@@ -87,6 +87,10 @@ const (
 	linkPacedRatio = 1.25
 	// minDeliverySpanMs is the shortest span a delivery rate is taken over.
 	minDeliverySpanMs = 50
+	// demandIntervalRatio is how much more than the bottleneck rate a peer's demand must be for
+	// the peer to be sent every other tick under the ceiling: halfway between the rates that
+	// fill a frame every tick and every other tick.
+	demandIntervalRatio = 1.5
 	// maxDrainEvals bounds a drain: a queue the ACKs overstate (a path whose delay rose) must
 	// not hold the peer at DrainGain for long.
 	maxDrainEvals = 10

@@ -259,6 +259,11 @@ func verdicts(e *congestionlab.Result, te, td congestionlab.Targets) []verdict {
 			Met:      l.RecoveryOK,
 		},
 		{
+			Target:   fmt.Sprintf("capped: backed off, send rate <= %d Hz (median from %d s into the impairment)", congestionlab.CappedMaxHz, congestionlab.LossyBackoffSec),
+			Measured: fmt.Sprintf("median %v Hz per client", c.SentHz),
+			Met:      c.BackoffOK,
+		},
+		{
 			Target: fmt.Sprintf("capped: queueing delay p95 <= %d ms above base", congestionlab.CappedMaxQueueMs),
 			Measured: fmt.Sprintf("%.0f ms over the impairment (%.0f ms after its first %d s) above the warm-up base of %.0f ms; "+
 				"%.0f ms above the capped path's own delay (impairment p5 %.0f ms: one packet's serialization at the cap)",

@@ -94,10 +94,16 @@ func TestCongestionResponse(t *testing.T) {
 		t.Skipf("only %d pairs of seconds in which the server's tick loop kept time (machine overloaded); judged seconds %v", pairs, judgedSecs)
 	}
 
-	// Starvation only ever lowers send rates, so the back-off is judged over every second.
-	if m := r.Measure().Lossy; !m.BackoffOK {
+	// Starvation only ever lowers send rates, so the back-offs are judged over every second.
+	m := r.Measure()
+	if !m.Lossy.BackoffOK {
 		t.Errorf("lossy clients: two-second mean send rate over %d Hz later than %d s into the impairment (settled from %v s per client; highest %.1f Hz)",
-			LossyMaxHz, LossyBackoffSec, m.BackoffSec, m.MaxSentHz)
+			LossyMaxHz, LossyBackoffSec, m.Lossy.BackoffSec, m.Lossy.MaxSentHz)
+	}
+	t.Logf("capped clients: median send rate %v Hz from %d s into the impairment", m.Capped.SentHz, LossyBackoffSec)
+	if !m.Capped.BackoffOK {
+		t.Errorf("capped clients: median send rate %v Hz from %d s into the impairment, want at most %d: not backed off",
+			m.Capped.SentHz, LossyBackoffSec, CappedMaxHz)
 	}
 	base := r.Window(ClassCapped, SettleSec, r.ImpairFrom).AgeP50Ms
 	for _, class := range []string{ClassLossy, ClassCapped} {

@@ -20,6 +20,9 @@ const (
 	// scenario really congests the link).
 	CappedMaxQueueMs    = 60
 	CappedMinQueueMsOff = 150
+	// CappedMaxHz is the most a capped client may be sent, as its median send rate over the
+	// impairment from LossyBackoffSec after it started: backed off, well under 60 Hz.
+	CappedMaxHz = 40
 	// HealthyMinHz is the least median rate of the healthy clients in every second.
 	HealthyMinHz = 59
 )
@@ -56,10 +59,15 @@ type LossyFigures struct {
 	RecoveryOK  bool  `json:"recoveryOK"`
 }
 
-// CappedFigures measure the capped clients' queueing delay. On loopback a snapshot's age is its
+// CappedFigures measure the capped clients' back-off and queueing delay. On loopback a snapshot's age is its
 // one-way delay (one clock), so the queueing delay a capped client suffered is its snapshot age
 // above its age before the impairment.
 type CappedFigures struct {
+	// SentHz is, per client, the median of its estimated send rate (botswarm.Second.SentHz)
+	// over the impairment from LossyBackoffSec after it started; BackoffOK reports that each is
+	// at most CappedMaxHz.
+	SentHz    []float64 `json:"sentHz"`
+	BackoffOK bool      `json:"backoffOK"`
 	// BaseAgeMs is the capped class's median snapshot age in the warm-up.
 	BaseAgeMs float64 `json:"baseAgeMs"`
 	// AgeP95Ms is their snapshot-age p95 over the whole impairment, and SteadyAgeP95Ms over the
@@ -129,7 +137,15 @@ func (r *Result) Measure() Targets {
 	t.Capped.SteadyQueueP95Ms = t.Capped.SteadyAgeP95Ms - t.Capped.BaseAgeMs
 	t.Capped.LinkAgeP5Ms = botswarm.AgeQuantile(capped, r.ImpairFrom, r.ImpairTo, 0.05)
 	t.Capped.QueueP95AboveLinkMs = t.Capped.AgeP95Ms - t.Capped.LinkAgeP5Ms
+	t.Capped.BackoffOK = true
 	for _, c := range capped {
+		var hz []float64
+		for s := r.ImpairFrom + LossyBackoffSec; s < r.ImpairTo; s++ {
+			hz = append(hz, c.Series[s].SentHz())
+		}
+		m := botswarm.Median(hz)
+		t.Capped.SentHz = append(t.Capped.SentHz, m)
+		t.Capped.BackoffOK = t.Capped.BackoffOK && m <= CappedMaxHz
 		q := -1.0 // unknown
 		if lc, ok := r.LinkemClient(c); ok {
 			q = float64(lc.Down.QueueDelayP95.Microseconds()) / 1000

@@ -82,6 +82,8 @@ func TestMeasure(t *testing.T) {
 			client(3, ClassLossy, []int{60, 60, 60, 60, 50, 20, 10, 10, 30, 60, 60, 0}, 2, 82),
 			client(4, ClassLossy, []int{60, 60, 60, 60, 30, 30, 30, 10, 60, 55, 60, 0}, 2, 82),
 			client(5, ClassCapped, []int{60, 60, 60, 60, 10, 10, 10, 10, 60, 60, 60, 0}, 4, 30),
+			// Small frames every tick: not backed off.
+			client(6, ClassCapped, []int{60, 60, 60, 60, 60, 50, 45, 50, 60, 60, 60, 0}, 4, 30),
 		}},
 		Server: []ServerSample{{T: 5, Ticks: 41, MaxLateMs: 300}},
 	}
@@ -91,9 +93,10 @@ func TestMeasure(t *testing.T) {
 			MaxSentHz: 20, MaxSecondSentHz: 30, BackoffSec: []int{1, 0}, RecoverySec: []int{1, 0}, BackoffOK: true, RecoveryOK: true,
 		},
 		Capped: CappedFigures{
+			SentHz: []float64{10, 47.5}, BackoffOK: false,
 			BaseAgeMs: 4, AgeP95Ms: 30, SteadyAgeP95Ms: 30, QueueP95Ms: 26, SteadyQueueP95Ms: 26,
 			LinkAgeP5Ms: 30, QueueP95AboveLinkMs: 0,
-			LinkemQueueP95Ms: []float64{-1}, // a synthetic run has no linkem stats
+			LinkemQueueP95Ms: []float64{-1, -1}, // a synthetic run has no linkem stats
 		},
 		Healthy: HealthyFigures{MinMedianHz: 40, Below: []HealthySecond{{T: 5, MedianHz: 40, ServerTicks: 41}}},
 	}
