@@ -35,11 +35,12 @@ type bottleneck struct {
 // probe follows one probe. Its packets are those sent from fromMs until toMs (known once it
 // ended); first is the delivery count when the first of them was delivered and last the latest
 // before a packet sent after the probe was, once marked; bound reports that its ceiling cut a
-// frame.
+// frame; every is the send interval it started with.
 type probe struct {
 	fromMs, toMs         uint32
 	ended, marked, bound bool
 	first, last          Delivery
+	every                uint32
 }
 
 func (b *bottleneck) enter(ph phase) { b.phase, b.evals = ph, 0 }
@@ -168,8 +169,8 @@ func (c *Controller) evaluateBottleneck(queued bool, nowMs uint32) {
 func (c *Controller) startProbe(nowMs uint32) {
 	b := &c.b
 	b.enter(phaseProbeUp)
-	b.probe = probe{fromMs: nowMs}
-	ticks := probeFrames * c.SendIntervalTicks()
+	b.probe = probe{fromMs: nowMs, every: c.SendIntervalTicks()}
+	ticks := probeFrames * b.probe.every
 	b.probeEvals = max((ticks+c.p.EvalIntervalTicks-1)/c.p.EvalIntervalTicks, 1)
 }
 
@@ -178,6 +179,12 @@ func (c *Controller) startProbe(nowMs uint32) {
 // the ceiling no longer needed. A probe the peer did not fill says nothing of a path that paced
 // it (the peer sent less than the path may carry), and a probe too short to measure nothing at
 // all; the peer cruises on.
+//
+// A probe the peer did not fill shows what it wants per frame at the probe's send interval,
+// and a frame that waited several ticks wants about what one that waited a tick does (it
+// carries the latest state). So sent every tick the peer would want about the rate delivered
+// times the interval: the ceiling is released only when that fits the probe. Otherwise the path
+// carries at least what it delivered, and a probe from there, at once, asks it for more.
 func (c *Controller) judgeProbe(nowMs uint32) {
 	b := &c.b
 	rate, paced, ok := deliveryRate(b.probe.first, b.probe.last)
@@ -193,9 +200,15 @@ func (c *Controller) judgeProbe(nowMs uint32) {
 		b.rate = rate / CruiseGain
 		c.startProbe(nowMs)
 		return
-	case !paced && !b.probe.bound:
+	case !paced && !b.probe.bound && rate*float64(b.probe.every) <= b.rate*ProbeGain:
 		// The path kept pace with all the peer wanted to send: it needs no ceiling.
 		b.release()
+		return
+	case !paced && !b.probe.bound && rate > b.rate:
+		// Sent less often than every tick, the peer would want more every tick than the
+		// probe allowed.
+		b.rate = rate
+		c.startProbe(nowMs)
 		return
 	}
 	b.enter(phaseCruise)

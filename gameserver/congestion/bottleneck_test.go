@@ -353,9 +353,15 @@ func TestCeilingReleasedWhenNotNeeded(t *testing.T) {
 	}
 }
 
-// probeRun cruises c under its ceiling until a probe starts, then runs the probe on a path that
-// delivers the probe's packets as path gives, and returns the ceilings the probe went through.
+// probeRun cruises c under its ceiling until a probe starts, then runs the probe, and the
+// probes that follow it at once, on a path that delivers the probe's packets as path gives, and
+// returns the ceilings the probes went through.
 func probeRun(t *testing.T, c *Controller, bound bool, path func(fromMs uint32) fluid) []float64 {
+	return probeRunN(t, c, bound, path, math.MaxInt)
+}
+
+// probeRunN is probeRun stopping after n probes.
+func probeRunN(t *testing.T, c *Controller, bound bool, path func(fromMs uint32) fluid, n int) []float64 {
 	t.Helper()
 	tick := 0
 	before := Delivery{Bytes: 100_000, AtMs: msAt(0) - 20, SentMs: msAt(0) - 40}
@@ -373,7 +379,14 @@ func probeRun(t *testing.T, c *Controller, bound bool, path func(fromMs uint32) 
 	var ceilings []float64
 	p := path(msAt(tick))
 	p.base = before
+	probes, from := 1, c.b.probe.fromMs
 	for c.b.phase == phaseProbeUp || c.b.phase == phaseProbeDown {
+		if c.b.probe.fromMs != from {
+			if probes++; probes > n {
+				break
+			}
+			from = c.b.probe.fromMs
+		}
 		ceilings = append(ceilings, c.ByteRateCeiling())
 		evalTicks(c, &tick, func(i int) Sample {
 			// The ACKs come back at the base round trip: no queue builds that could reveal the
@@ -410,12 +423,46 @@ func TestProbe(t *testing.T) {
 		}
 	})
 	t.Run("the path keeps pace with all the peer sends: no ceiling any more", func(t *testing.T) {
-		c := withBottleneck(rate)
+		// At 6000 B/s the probe's ceiling affords a frame every tick.
+		c := withBottleneck(2 * rate)
 		probeRun(t, &c, false, func(from uint32) fluid {
-			return fluid{fromMs: float64(from), sendRate: rate, deliverRate: rate}
+			return fluid{fromMs: float64(from), sendRate: 1.5 * rate, deliverRate: 1.5 * rate}
 		})
 		if c.b.phase != phaseNone || c.ByteRateCeiling() != 0 {
 			t.Errorf("phase %d, ceiling %v; want none", c.b.phase, c.ByteRateCeiling())
+		}
+	})
+	t.Run("sent every other tick, a peer that wants little every tick: no ceiling any more", func(t *testing.T) {
+		c := withBottleneck(rate)
+		if c.SendIntervalTicks() != 2 {
+			t.Fatalf("interval %d, want 2", c.SendIntervalTicks())
+		}
+		probeRun(t, &c, false, func(from uint32) fluid {
+			return fluid{fromMs: float64(from), sendRate: 1500, deliverRate: 1500}
+		})
+		if c.b.phase != phaseNone {
+			t.Errorf("phase %d, want none: 1500 B/s every other tick is 3000 every tick, under the probe's %v", c.b.phase, rate*ProbeGain)
+		}
+	})
+	t.Run("sent every other tick, a peer that would want more every tick: the estimate rises and the probe goes on", func(t *testing.T) {
+		c := withBottleneck(rate)
+		ceilings := probeRunN(t, &c, false, func(from uint32) fluid {
+			return fluid{fromMs: float64(from), sendRate: 3300, deliverRate: 3300}
+		}, 1)
+		if c.b.phase != phaseProbeUp || math.Abs(c.b.rate-3300) > 40 {
+			t.Errorf("phase %d, bottleneck %v after probing at %v; want a new probe from the 3300 delivered", c.b.phase, c.b.rate, ceilings)
+		}
+		if c.SendIntervalTicks() != 1 {
+			t.Errorf("the new probe sends every %d ticks, want every tick", c.SendIntervalTicks())
+		}
+	})
+	t.Run("sent every other tick, a peer that would want more every tick: a lower rate keeps the estimate", func(t *testing.T) {
+		c := withBottleneck(rate)
+		probeRunN(t, &c, false, func(from uint32) fluid {
+			return fluid{fromMs: float64(from), sendRate: 2800, deliverRate: 2800}
+		}, 1)
+		if c.b.phase != phaseCruise || c.b.rate != rate {
+			t.Errorf("phase %d, bottleneck %v; want cruising at %d", c.b.phase, c.b.rate, rate)
 		}
 	})
 	t.Run("a probe the peer did not fill proves nothing of a path that paced it", func(t *testing.T) {
