@@ -183,8 +183,10 @@ func (c *Controller) startProbe(nowMs uint32) {
 // A probe the peer did not fill shows what it wants per frame at the probe's send interval,
 // and a frame that waited several ticks wants about what one that waited a tick does (it
 // carries the latest state). So sent every tick the peer would want about the rate delivered
-// times the interval: the ceiling is released only when that fits the probe. Otherwise the path
-// carries at least what it delivered, and a probe from there, at once, asks it for more.
+// times the interval. When that is more than the probe allowed and the path delivered more
+// than the bottleneck rate, the ceiling stays: the path carries at least what it delivered,
+// and a probe from there, at once, asks it for more (on a thin path, every tick). Otherwise
+// the ceiling is released.
 func (c *Controller) judgeProbe(nowMs uint32) {
 	b := &c.b
 	rate, paced, ok := deliveryRate(b.probe.first, b.probe.last)
@@ -200,15 +202,15 @@ func (c *Controller) judgeProbe(nowMs uint32) {
 		b.rate = rate / CruiseGain
 		c.startProbe(nowMs)
 		return
-	case !paced && !b.probe.bound && rate*float64(b.probe.every) <= b.rate*ProbeGain:
-		// The path kept pace with all the peer wanted to send: it needs no ceiling.
-		b.release()
-		return
-	case !paced && !b.probe.bound && rate > b.rate:
+	case !paced && !b.probe.bound && b.probe.every > 1 && rate > b.rate && rate*float64(b.probe.every) > b.rate*ProbeGain:
 		// Sent less often than every tick, the peer would want more every tick than the
-		// probe allowed.
+		// probe allowed; the path carries at least what it delivered.
 		b.rate = rate
 		c.startProbe(nowMs)
+		return
+	case !paced && !b.probe.bound:
+		// The path kept pace with all the peer wanted to send: it needs no ceiling.
+		b.release()
 		return
 	}
 	b.enter(phaseCruise)

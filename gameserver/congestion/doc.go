@@ -105,11 +105,11 @@
 //     rate delivered; kept pace with a peer that used it all, faster than the bottleneck by
 //     half the probe's gain, the bottleneck rate becomes the rate delivered over CruiseGain and
 //     the next probe starts at once; kept pace with a peer that did not use it all, the ceiling
-//     is released if the peer, sent every tick, would want no more than the probe allowed (a
-//     frame that waited n ticks wants about what one that waited a tick does, so the rate
-//     delivered times the probe's interval), and otherwise the bottleneck rate becomes at
-//     least the rate delivered and the next probe starts at once. Anything else leaves the
-//     estimate alone.
+//     is released — unless the probe went out less often than every tick, the path delivered
+//     more than the bottleneck rate, and the peer sent every tick would want more than the
+//     probe allowed (a frame that waited n ticks wants about what one that waited a tick does,
+//     so the rate delivered times n): then the bottleneck rate becomes the rate delivered and
+//     the next probe starts at once. Anything else leaves the estimate alone.
 //   - Levers. The ceiling (never under one MinFrameBytes frame every MaxIntervalTicks) caps the
 //     session's pacing rate (ByteRateCeiling). The send interval is at least the ticks a
 //     MinFrameBytes frame takes at the ceiling and, outside a probe, two ticks when a frame of
