@@ -99,8 +99,8 @@
 //   - Probe. After ProbeIntervalEvals cruising evaluations with no queue the ceiling rises to
 //     ProbeGain for long enough to send three frames, sent as often as the probe's ceiling
 //     affords MinFrameBytes frames (every tick on all but thin paths) so that they ask for what
-//     the peer wants every tick, then runs at 2-ProbeGain as long, which
-//     drains what the probe queued. The probe is judged by the delivery rate of its own packets:
+//     the peer wants every tick, then runs at 2-ProbeGain as long, which drains what the probe
+//     queued. The probe is judged by the delivery rate of its own packets:
 //     link paced although the peer used all the probe allowed, the bottleneck rate becomes the
 //     rate delivered; kept pace with a peer that used it all, faster than the bottleneck by
 //     half the probe's gain, the bottleneck rate becomes the rate delivered over CruiseGain and
