@@ -17,7 +17,7 @@ const (
 // queue building on the path revealed it, and the phase of the ceiling derived from it.
 type bottleneck struct {
 	rate       float64 // bytes per second; 0 when none is known
-	demand     float64 // bytes per second the peer was sent when the bottleneck was found
+	demand     float64 // bytes per second the peer was sent recently without a ceiling (sendRate)
 	phase      phase
 	evals      uint32 // evaluations the phase has lasted
 	drainEvals uint32 // the longest the drain lasts
@@ -69,6 +69,17 @@ func deliveryRate(from, to Delivery) (rate float64, paced, ok bool) {
 	return min(rate, maxRate), float64(ackSpan) > float64(sendSpan)*linkPacedRatio, true
 }
 
+// sendRate is the rate the bytes delivered between two delivery counts were sent at, in bytes
+// per second: the bytes over the span they were sent in. ok is false with a span shorter than
+// minSpanMs (at least 1) or counts out of order.
+func sendRate(from, to Delivery, minSpanMs int32) (rate float64, ok bool) {
+	sendSpan := int32(to.SentMs - from.SentMs)
+	if to.Bytes <= from.Bytes || sendSpan < max(minSpanMs, 1) {
+		return 0, false
+	}
+	return min(float64(to.Bytes-from.Bytes)*1000/float64(sendSpan), maxRate), true
+}
+
 // trackDelivery takes a tick's delivery count and ceiling cut, and follows a probe's packets.
 func (c *Controller) trackDelivery(s Sample) {
 	b := &c.b
@@ -111,9 +122,12 @@ func (c *Controller) queueBuilding(ackMs uint32, early bool) {
 		return
 	}
 	if b.phase == phaseNone {
-		// What the peer was sent before any ceiling: the bytes delivered over the span they were
-		// sent in. A ceiling found again later keeps it; the peer is sent the ceiling then.
-		b.demand = min(float64(b.now.Bytes-from.Bytes)*1000/float64(max(int32(b.now.SentMs-from.SentMs), 1)), maxRate)
+		// The demand is what the peer was sent before any ceiling. A ceiling found again later
+		// keeps it: the peer is sent the ceiling then.
+		// The span is the delivery rate's, long enough; the bytes were sent over less of it.
+		if r, ok := sendRate(from, b.now, 1); ok {
+			b.demand = max(b.demand, r)
+		}
 	}
 	b.rate = rate
 	b.enter(phaseDrain)
@@ -131,6 +145,15 @@ func (c *Controller) queueBuilding(ackMs uint32, early bool) {
 func (c *Controller) evaluateBottleneck(queued bool, nowMs uint32) {
 	b := &c.b
 	bound := b.bound
+	if b.phase == phaseNone {
+		// The recent demand: the highest rate the peer was sent at over an interval, falling
+		// by demandDecay each evaluation, so that a back-off of the throttle just before a
+		// queue reveals the bottleneck does not read as a smaller demand.
+		b.demand *= demandDecay
+		if r, ok := sendRate(b.marks[1], b.now, minDeliverySpanMs); ok {
+			b.demand = max(b.demand, r)
+		}
+	}
 	b.marks[0], b.marks[1], b.bound = b.marks[1], b.now, false
 	if b.phase == phaseNone {
 		return

@@ -196,6 +196,38 @@ func TestBottleneckFoundEarly(t *testing.T) {
 	}
 }
 
+// The demand is what the peer was sent recently without a ceiling: a throttle that backed the
+// peer off just before the queue showed does not make it look smaller.
+func TestBottleneckDemand(t *testing.T) {
+	var c Controller
+	healthy := warm(t, &c) // 6000 B/s
+	// For two evaluation intervals the peer is sent 4000 B/s, which the path delivers; then the
+	// path delivers 3000.
+	const dip, onset = testHz, testHz + 12
+	slow := fluid{fromMs: float64(msAt(dip)), sendRate: 4000, deliverRate: 4000, base: healthy.at(msAt(dip))}
+	if got := run(&c, dip, onset, func(i int) Sample { return sample(msAt(i), slow.at(msAt(i))) }); got >= 0 {
+		t.Fatalf("a ceiling at tick %d before the path became the bottleneck", got)
+	}
+	q := fluid{fromMs: float64(msAt(onset)), sendRate: 4000, deliverRate: 3000, base: slow.at(msAt(onset))}
+	at := run(&c, onset, onset+2*testHz, func(i int) Sample { return sample(msAt(i), q.at(msAt(i))) })
+	if at < 0 {
+		t.Fatal("no ceiling")
+	}
+	if d := c.b.demand; d < 0.7*6000 || d > 6100 {
+		t.Errorf("demand %v B/s, want most of the 6000 the peer was sent until %d ms before", d, msAt(at)-msAt(onset))
+	}
+	if c.demandIntervalTicks() != 2 {
+		t.Errorf("demand interval %d, want 2 (the path carries half the demand)", c.demandIntervalTicks())
+	}
+	// A peer sent little for a while has a small demand.
+	c.b.release()
+	quiet := fluid{fromMs: float64(msAt(onset + 2*testHz)), sendRate: 1000, deliverRate: 1000, base: q.at(msAt(onset + 2*testHz))}
+	run(&c, onset+2*testHz, onset+4*testHz, func(i int) Sample { return sample(msAt(i), quiet.at(msAt(i))) })
+	if d := c.b.demand; d < 900 || d > 1200 {
+		t.Errorf("demand %v B/s after two quiet seconds at 1000, want about 1000", d)
+	}
+}
+
 // A queue that builds slowly — each ACK only a little later than the last, but each interval's
 // over the margin and later than the interval before's — is found at an evaluation.
 func TestBottleneckFoundFromIntervals(t *testing.T) {

@@ -86,8 +86,10 @@
 //     over the margin and the second interval's were later by an eighth of the margin (at the
 //     evaluation). A path whose delay stepped up rises once and then stays: it is not a queue
 //     building. If the delivery since the last evaluation was link paced, the path is the
-//     bottleneck and that delivery rate its rate; the rate the same bytes were sent at is the
-//     peer's demand, what it was sent before any ceiling (a ceiling found again keeps it).
+//     bottleneck and that delivery rate its rate. The peer's demand is what it was sent before
+//     any ceiling: the highest rate it was sent at over an evaluation interval lately (falling
+//     by demandDecay each evaluation, so a throttle's back-off just before does not hide it),
+//     or over the span that showed the queue. A ceiling found again keeps it.
 //   - Drain. The ceiling — the peer's byte rate at most — drops to DrainGain of the bottleneck
 //     rate until an interval's ACKs come back within the margin, or at most twice the time the
 //     queue the ACKs showed takes to drain at that gain.

@@ -91,6 +91,10 @@ const (
 	// the peer to be sent every other tick under the ceiling: halfway between the rates that
 	// fill a frame every tick and every other tick.
 	demandIntervalRatio = 1.5
+	// demandDecay is how much of the recent demand an evaluation keeps before taking the
+	// interval's own send rate: about a quarter is lost in a second, half in two, longer than
+	// a throttle's back-off takes before the queue behind it reveals a bottleneck.
+	demandDecay = 0.97
 	// maxDrainEvals bounds a drain: a queue the ACKs overstate (a path whose delay rose) must
 	// not hold the peer at DrainGain for long.
 	maxDrainEvals = 10
