@@ -46,10 +46,10 @@ const (
 // most 30 Hz, as a two-second mean, from 2 s into the impairment on), the capped clients are
 // backed off (a median send rate of at most 40 Hz from 2 s into the impairment) and paced under
 // their path's bottleneck so that its queue stays short and seldom overflows, both come back to
-// full rate after it ends, and the healthy clients keep full rate throughout. The
-// other reference targets are measured by make bench-congestion; this test holds that behaviour
-// with wide margins, and judges only seconds in which the server's tick loop kept time (see
-// judged), so a loaded machine cannot pass for a congested link.
+// full rate after it ends, and the healthy clients keep full rate throughout. The other
+// reference targets are measured by make bench-congestion; this test holds that behaviour with
+// wide margins, and judges only seconds in which the server's tick loop kept time (see judged),
+// so a loaded machine cannot pass for a congested link.
 func TestCongestionResponse(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()

@@ -59,9 +59,9 @@ type LossyFigures struct {
 	RecoveryOK  bool  `json:"recoveryOK"`
 }
 
-// CappedFigures measure the capped clients' back-off and queueing delay. On loopback a snapshot's age is its
-// one-way delay (one clock), so the queueing delay a capped client suffered is its snapshot age
-// above its age before the impairment.
+// CappedFigures measure the capped clients' back-off and queueing delay. On loopback a
+// snapshot's age is its one-way delay (one clock), so the queueing delay a capped client
+// suffered is its snapshot age above its age before the impairment.
 type CappedFigures struct {
 	// SentHz is, per client, the median of its estimated send rate (botswarm.Second.SentHz)
 	// over the impairment from LossyBackoffSec after it started; BackoffOK reports that each is
