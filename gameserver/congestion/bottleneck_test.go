@@ -528,7 +528,7 @@ func TestCeilingLevers(t *testing.T) {
 		{"never under a smallest frame each longest interval", 10, 0, phaseCruise, 1, 640, 6, 64},
 		// A peer that wanted 10000 B/s: its frames under the ceiling keep about their size.
 		{"half the demand: every other tick", 5000, 10000, phaseCruise, 1, 4500, 2, 150},
-		{"demand within the cruise: every tick", 5000, 5500, phaseCruise, 1, 4500, 1, 75},
+		{"demand under one and a half times the path: every tick", 5000, 7000, phaseCruise, 1, 4500, 1, 75},
 		{"a third of the demand: still every other tick", 5000, 15000, phaseCruise, 1, 4500, 2, 150},
 		{"a third of a thin path's demand: the smallest frame's interval", 1000, 3000, phaseCruise, 1, 900, 5, 75},
 		{"the demand's interval in the drain", 5000, 10000, phaseDrain, 1, 2500, 2, 83},
