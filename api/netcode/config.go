@@ -69,7 +69,8 @@ type NetcodeConfig struct {
 	// +kubebuilder:validation:Maximum=120
 	TickRateHz int32 `json:"tickRateHz,omitempty"`
 
-	// Congestion is the per-peer AIMD congestion response.
+	// Congestion is the per-peer congestion response: the AIMD throttle, and the bottleneck
+	// ceiling on a link that queues.
 	// +optional
 	Congestion CongestionConfig `json:"congestion,omitzero"`
 
@@ -96,7 +97,9 @@ type NetcodeConfig struct {
 
 // CongestionConfig configures the per-peer AIMD controller: one throttle in [floor, 1] per peer,
 // stepped every EvalIntervalTicks from the peer's loss, RTT rise and reliable backlog, steering
-// the peer's send rate and its per-tick snapshot budget.
+// the peer's send rate and its per-tick snapshot budget. Where a peer's acknowledgements show a
+// queue building at a bottleneck, the controller also holds the peer's bytes under the
+// bottleneck's measured rate (the peer's ceiling in the admin API and the peer metrics).
 type CongestionConfig struct {
 	// Enabled is the master switch. false pins every peer to the full tick rate and the full
 	// budget, byte for byte what a server without the controller sends. Default true.
