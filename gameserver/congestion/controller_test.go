@@ -826,6 +826,9 @@ func checkInvariants(t *testing.T, c *Controller, statics []int) {
 	if r := c.ByteRateCeiling(); math.IsNaN(r) || math.IsInf(r, 0) || r < 0 || (r > 0) != (c.FrameCeilingBytes() > 0) {
 		t.Fatalf("ceiling %v B/s, frame ceiling %d", r, c.FrameCeilingBytes())
 	}
+	if d := c.b.demand; math.IsNaN(d) || math.IsInf(d, 0) || d < 0 || d > maxRate {
+		t.Fatalf("demand %v B/s", d)
+	}
 	if r := c.ByteRateCeiling(); r > 0 && c.FrameCeilingBytes() < p.MinFrameBytes {
 		t.Fatalf("frame ceiling %d under the smallest frame %d", c.FrameCeilingBytes(), p.MinFrameBytes)
 	}
