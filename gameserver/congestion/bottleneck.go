@@ -271,7 +271,8 @@ func (c *Controller) ceilingIntervalTicks() uint32 {
 	if r <= 0 {
 		return 1
 	}
-	n := math.Ceil(float64(c.p.MinFrameBytes) * float64(c.p.TickRateHz) / r)
+	// At the lowest ceiling the quotient is MaxIntervalTicks give or take a rounding error.
+	n := math.Ceil(float64(c.p.MinFrameBytes)*float64(c.p.TickRateHz)/r - intervalEpsilon)
 	if c.b.phase != phaseProbeUp {
 		n = max(n, float64(c.demandIntervalTicks()))
 	}
@@ -301,5 +302,7 @@ func (c *Controller) FrameCeilingBytes() int {
 		return 0
 	}
 	n := float64(c.ceilingIntervalTicks())
-	return int(min(math.Floor(r*n/float64(c.p.TickRateHz)), math.MaxInt32))
+	// The epsilon keeps a product that rounding left a hair under a whole byte, such as the
+	// lowest ceiling's MinFrameBytes, on that byte.
+	return int(min(math.Floor(r*n/float64(c.p.TickRateHz)+intervalEpsilon), math.MaxInt32))
 }
