@@ -145,17 +145,15 @@ func (c *Controller) queueBuilding(ackMs uint32, early bool) {
 func (c *Controller) evaluateBottleneck(queued bool, nowMs uint32) {
 	b := &c.b
 	bound := b.bound
+	b.marks[0], b.marks[1], b.bound = b.marks[1], b.now, false
 	if b.phase == phaseNone {
 		// The recent demand: the highest rate the peer was sent at over an interval, falling
 		// by demandDecay each evaluation, so that a back-off of the throttle just before a
 		// queue reveals the bottleneck does not read as a smaller demand.
 		b.demand *= demandDecay
-		if r, ok := sendRate(b.marks[1], b.now, minDeliverySpanMs); ok {
+		if r, ok := sendRate(b.marks[0], b.marks[1], minDeliverySpanMs); ok {
 			b.demand = max(b.demand, r)
 		}
-	}
-	b.marks[0], b.marks[1], b.bound = b.marks[1], b.now, false
-	if b.phase == phaseNone {
 		return
 	}
 	b.evals++
@@ -263,11 +261,10 @@ func (c *Controller) ByteRateCeiling() float64 {
 	return max(c.b.rate*gain, least)
 }
 
-// ceilingIntervalTicks is the send interval under the bottleneck ceiling, in
+// ceilingIntervalTicks is the send interval under the bottleneck ceiling r (ByteRateCeiling), in
 // [1, MaxIntervalTicks]; 1 without a ceiling. It is at least the ticks a MinFrameBytes frame
 // takes at the ceiling, and outside a probe at least demandIntervalTicks.
-func (c *Controller) ceilingIntervalTicks() uint32 {
-	r := c.ByteRateCeiling()
+func (c *Controller) ceilingIntervalTicks(r float64) uint32 {
 	if r <= 0 {
 		return 1
 	}
@@ -301,7 +298,7 @@ func (c *Controller) FrameCeilingBytes() int {
 	if r <= 0 {
 		return 0
 	}
-	n := float64(c.ceilingIntervalTicks())
+	n := float64(c.ceilingIntervalTicks(r))
 	// The epsilon keeps a product that rounding left a hair under a whole byte, such as the
 	// lowest ceiling's MinFrameBytes, on that byte.
 	return int(min(math.Floor(r*n/float64(c.p.TickRateHz)+intervalEpsilon), math.MaxInt32))

@@ -303,7 +303,7 @@ func (c *Controller) BaselineRTTMs() uint32 { return c.baseline.ms() }
 // never below a positive floor and the quotient is clamped before the conversion, so no NaN or
 // Inf can arise.
 func (c *Controller) SendIntervalTicks() uint32 {
-	n := c.ceilingIntervalTicks()
+	n := c.ceilingIntervalTicks(c.ByteRateCeiling())
 	if t := c.Throttle(); t < 1 {
 		n = max(n, uint32(min(max(math.Ceil(1/t-intervalEpsilon), 1), float64(c.p.MaxIntervalTicks))))
 	}

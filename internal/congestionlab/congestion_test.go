@@ -168,15 +168,6 @@ func judged(r *Result, s int) bool {
 	return true
 }
 
-// sentHz is the median of a client's estimated send rate over the seconds [from, to).
-func sentHz(c botswarm.ClientReport, from, to int) float64 {
-	var v []float64
-	for s := from; s < to; s++ {
-		v = append(v, c.Series[s].SentHz())
-	}
-	return botswarm.Median(v)
-}
-
 // logTimeline logs every client's per-second rate, lost packets and snapshot age, and the
 // server's ticks, throttles and RTTs by slot, so a failure shows what happened when.
 func logTimeline(t *testing.T, r *Result) {

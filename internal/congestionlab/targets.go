@@ -139,11 +139,7 @@ func (r *Result) Measure() Targets {
 	t.Capped.QueueP95AboveLinkMs = t.Capped.AgeP95Ms - t.Capped.LinkAgeP5Ms
 	t.Capped.BackoffOK = true
 	for _, c := range capped {
-		var hz []float64
-		for s := r.ImpairFrom + LossyBackoffSec; s < r.ImpairTo; s++ {
-			hz = append(hz, c.Series[s].SentHz())
-		}
-		m := botswarm.Median(hz)
+		m := sentHz(c, r.ImpairFrom+LossyBackoffSec, r.ImpairTo)
 		t.Capped.SentHz = append(t.Capped.SentHz, m)
 		t.Capped.BackoffOK = t.Capped.BackoffOK && m <= CappedMaxHz
 		q := -1.0 // unknown
@@ -177,6 +173,16 @@ func (r *Result) ServerTicks(t int) int {
 		return s.Ticks
 	}
 	return -1
+}
+
+// sentHz is the median of a client's estimated send rate (botswarm.Second.SentHz) over the
+// seconds [from, to).
+func sentHz(c botswarm.ClientReport, from, to int) float64 {
+	var v []float64
+	for s := from; s < to; s++ {
+		v = append(v, c.Series[s].SentHz())
+	}
+	return botswarm.Median(v)
 }
 
 // settledFrom returns how many seconds after from the condition held for every second up to
