@@ -120,7 +120,7 @@ func FuzzLossEstimator(f *testing.F) {
 			} else {
 				delivered = d
 			}
-			if j := e.Judged(); j < judged {
+			if j := e.judged; j < judged {
 				t.Fatalf("judged %d packets after %d", j, judged)
 			} else {
 				judged = j

@@ -82,7 +82,8 @@ type LossEstimator struct {
 
 	// del is the delivery count (Delivered).
 	del Delivery
-	// judged counts the packets judged so far, lost or delivered (Judged).
+	// judged counts the packets judged so far, lost or delivered (never-sent sequence numbers and
+	// forgotten packets are not judged): the evidence the loss ratio has taken in.
 	judged uint64
 }
 
@@ -248,11 +249,6 @@ func (e *LossEstimator) Update(nowMs int64, rttMs uint32) float64 {
 	}
 	return e.Loss()
 }
-
-// Judged returns how many packets Update has judged so far, lost or delivered (never-sent
-// sequence numbers and forgotten packets are not judged). The difference between two counts is
-// the evidence the loss ratio gained between them; sending less makes it grow more slowly.
-func (e *LossEstimator) Judged() uint64 { return e.judged }
 
 // Loss returns the loss ratio as of the last Update, in [0, 1]; 0 without evidence.
 func (e *LossEstimator) Loss() float64 {

@@ -233,11 +233,11 @@ func TestLossJudgmentTiming(t *testing.T) {
 	e.OnSent(0, 100, 0)
 	e.OnSent(1, 100, 10)
 	// Packet 0 is judged once packet 1 is older than 150 ms, at now = 161.
-	if got := e.Update(160, rtt); got != 0 || e.count != 2 || e.Judged() != 0 {
-		t.Fatalf("at 160: loss %v count %d judged %d, want nothing judged", got, e.count, e.Judged())
+	if got := e.Update(160, rtt); got != 0 || e.count != 2 || e.judged != 0 {
+		t.Fatalf("at 160: loss %v count %d judged %d, want nothing judged", got, e.count, e.judged)
 	}
-	if got := e.Update(161, rtt); got != 1 || e.count != 1 || e.Judged() != 1 {
-		t.Fatalf("at 161: loss %v count %d judged %d, want packet 0 judged lost", got, e.count, e.Judged())
+	if got := e.Update(161, rtt); got != 1 || e.count != 1 || e.judged != 1 {
+		t.Fatalf("at 161: loss %v count %d judged %d, want packet 0 judged lost", got, e.count, e.judged)
 	}
 	// The newest packet waits for a successor, however old it gets.
 	if e.Update(10000, rtt); e.count != 1 {
@@ -348,8 +348,8 @@ func TestLossNonConsecutiveSends(t *testing.T) {
 		e.OnAck(10)
 		e.OnSent(11, 100, 0)
 		e.Update(1000, 50)
-		if e.totalW != 2 || e.lostW != 0 || e.Judged() != 2 {
-			t.Errorf("judged %v (count %d) lost %v, want 2 received", e.totalW, e.Judged(), e.lostW)
+		if e.totalW != 2 || e.lostW != 0 || e.judged != 2 {
+			t.Errorf("judged %v (count %d) lost %v, want 2 received", e.totalW, e.judged, e.lostW)
 		}
 	})
 	t.Run("going back restarts tracking without judging", func(t *testing.T) {
@@ -362,8 +362,8 @@ func TestLossNonConsecutiveSends(t *testing.T) {
 			t.Fatalf("count %d head %d, want a restart at 20", e.count, e.head)
 		}
 		e.OnSent(21, 100, 0)
-		if got := e.Update(1000, 50); got != 1 || e.totalW != 1 || e.Judged() != 1 {
-			t.Errorf("loss %v judged %v (count %d), want only the restarted packet judged", got, e.totalW, e.Judged())
+		if got := e.Update(1000, 50); got != 1 || e.totalW != 1 || e.judged != 1 {
+			t.Errorf("loss %v judged %v (count %d), want only the restarted packet judged", got, e.totalW, e.judged)
 		}
 	})
 	t.Run("far jump restarts tracking", func(t *testing.T) {
@@ -388,8 +388,8 @@ func TestLossNonConsecutiveSends(t *testing.T) {
 		e.OnAck(0) // forgotten
 		e.OnSent(3*LossRingSize, 100, 0)
 		// The last send forgot 2048; of 2049..3072 the newest waits for a successor.
-		if got := e.Update(1000, 50); got != 0 || e.totalW != LossRingSize-1 || e.Judged() != LossRingSize-1 {
-			t.Errorf("loss %v judged %v (count %d), want %d packets, all received", got, e.totalW, e.Judged(), LossRingSize-1)
+		if got := e.Update(1000, 50); got != 0 || e.totalW != LossRingSize-1 || e.judged != LossRingSize-1 {
+			t.Errorf("loss %v judged %v (count %d), want %d packets, all received", got, e.totalW, e.judged, LossRingSize-1)
 		}
 	})
 }
