@@ -257,26 +257,19 @@ func simulatePeer(p congestion.Params, tickRateHz int, sc Scenario, rng *rand.Ra
 	return measure(sent, sc)
 }
 
-// measure applies the lossy targets' measures to a peer's per-second sends.
+// measure applies the lossy targets' measures to a peer's per-second sends. A simulated client
+// receives every packet not lost, so what it was sent also measures its recovery; a peer that
+// never recovered counts as late by the whole healed stretch.
 func measure(sent []int, sc Scenario) PeerRun {
-	r := PeerRun{Sent: sent}
-	from, to := sc.WarmupSec+congestionlab.LossyBackoffSec, sc.WarmupSec+sc.ImpairedSec
-	var impaired []float64
-	for s := from; s < to; s++ {
-		impaired = append(impaired, float64(sent[s]))
-		if s+1 < to {
-			r.MaxImpairedHz = max(r.MaxImpairedHz, float64(sent[s]+sent[s+1])/2)
-		}
+	hz := make([]float64, len(sent))
+	for s, n := range sent {
+		hz[s] = float64(n)
 	}
-	slices.Sort(impaired)
-	if len(impaired) > 0 {
-		r.MedianImpairedHz = impaired[len(impaired)/2]
-	}
-	for s := len(sent) - 1; s >= to; s-- {
-		if sent[s] < congestionlab.LossyRecoveredHz {
-			r.RecoverySec = s + 1 - to
-			break
-		}
+	to := sc.WarmupSec + sc.ImpairedSec
+	m := congestionlab.MeasureLossy(hz, hz, sc.WarmupSec, to, len(sent))
+	r := PeerRun{Sent: sent, MaxImpairedHz: m.MaxMeanHz, MedianImpairedHz: m.MedianHz, RecoverySec: m.RecoverySec}
+	if r.RecoverySec < 0 {
+		r.RecoverySec = len(sent) - to
 	}
 	return r
 }

@@ -112,21 +112,17 @@ func (r *Result) Measure() Targets {
 
 	t.Lossy.BackoffOK, t.Lossy.RecoveryOK = true, true
 	for _, c := range r.Clients(ClassLossy) {
-		mean2 := func(s int) float64 { return (c.Series[s].SentHz() + c.Series[s+1].SentHz()) / 2 }
-		for s := r.ImpairFrom + LossyBackoffSec; s < r.ImpairTo; s++ {
-			t.Lossy.MaxSecondSentHz = max(t.Lossy.MaxSecondSentHz, c.Series[s].SentHz())
-			if s+1 < r.ImpairTo {
-				t.Lossy.MaxSentHz = max(t.Lossy.MaxSentHz, mean2(s))
-			}
+		sent, got := make([]float64, len(c.Series)), make([]float64, len(c.Series))
+		for s := range c.Series {
+			sent[s], got[s] = c.Series[s].SentHz(), float64(c.Series[s].Hz)
 		}
-		// The window of second s is [s, s+1], so the last one of the impairment starts a second
-		// before its end.
-		b := settledFrom(c.Series, r.ImpairFrom, r.ImpairTo-1, func(sec *botswarm.Second) bool { return mean2(sec.T) <= LossyMaxHz })
-		rec := settledFrom(c.Series, r.ImpairTo, last, func(s *botswarm.Second) bool { return s.Hz >= LossyRecoveredHz })
-		t.Lossy.BackoffSec = append(t.Lossy.BackoffSec, b)
-		t.Lossy.RecoverySec = append(t.Lossy.RecoverySec, rec)
-		t.Lossy.BackoffOK = t.Lossy.BackoffOK && b >= 0 && b <= LossyBackoffSec
-		t.Lossy.RecoveryOK = t.Lossy.RecoveryOK && rec >= 0 && rec <= LossyRecoverySec
+		m := MeasureLossy(sent, got, r.ImpairFrom, r.ImpairTo, last)
+		t.Lossy.MaxSentHz = max(t.Lossy.MaxSentHz, m.MaxMeanHz)
+		t.Lossy.MaxSecondSentHz = max(t.Lossy.MaxSecondSentHz, m.MaxSecondHz)
+		t.Lossy.BackoffSec = append(t.Lossy.BackoffSec, m.BackoffSec)
+		t.Lossy.RecoverySec = append(t.Lossy.RecoverySec, m.RecoverySec)
+		t.Lossy.BackoffOK = t.Lossy.BackoffOK && m.BackoffSec >= 0 && m.BackoffSec <= LossyBackoffSec
+		t.Lossy.RecoveryOK = t.Lossy.RecoveryOK && m.RecoverySec >= 0 && m.RecoverySec <= LossyRecoverySec
 	}
 
 	capped := r.Clients(ClassCapped)
@@ -185,12 +181,48 @@ func sentHz(c botswarm.ClientReport, from, to int) float64 {
 	return botswarm.Median(v)
 }
 
+// LossyClient is one lossy client measured against the lossy targets.
+type LossyClient struct {
+	// MaxMeanHz is the highest two-second mean of its send rate over the impairment from
+	// LossyBackoffSec after it started, MaxSecondHz the highest single second, MedianHz the
+	// median second.
+	MaxMeanHz, MaxSecondHz, MedianHz float64
+	// BackoffSec is how many seconds after the impairment started the two-second mean send rate
+	// stayed at most LossyMaxHz for the rest of the impairment; -1 if it did not hold at its end.
+	BackoffSec int
+	// RecoverySec is how many seconds after the impairment ended the received rate stayed at least
+	// LossyRecoveredHz for the rest of the run; -1 if it did not hold at its end.
+	RecoverySec int
+}
+
+// MeasureLossy measures a lossy client from its send rate and received rate in each second
+// (sent[s] and got[s] for second s of the run), for an impairment over the seconds
+// [impairFrom, impairTo) and a run whose seconds before end count. The window of a two-second
+// mean starting at second s is [s, s+2), so the last one of the impairment starts two seconds
+// before its end.
+func MeasureLossy(sent, got []float64, impairFrom, impairTo, end int) LossyClient {
+	m := LossyClient{BackoffSec: -1, RecoverySec: -1}
+	mean2 := func(s int) float64 { return (sent[s] + sent[s+1]) / 2 }
+	var impaired []float64
+	for s := impairFrom + LossyBackoffSec; s < impairTo; s++ {
+		impaired = append(impaired, sent[s])
+		m.MaxSecondHz = max(m.MaxSecondHz, sent[s])
+		if s+1 < impairTo {
+			m.MaxMeanHz = max(m.MaxMeanHz, mean2(s))
+		}
+	}
+	m.MedianHz = botswarm.Median(impaired)
+	m.BackoffSec = settledFrom(impairFrom, impairTo-1, func(s int) bool { return mean2(s) <= LossyMaxHz })
+	m.RecoverySec = settledFrom(impairTo, end, func(s int) bool { return got[s] >= LossyRecoveredHz })
+	return m
+}
+
 // settledFrom returns how many seconds after from the condition held for every second up to
 // (not including) to, or -1 if it did not hold in the last one.
-func settledFrom(series []botswarm.Second, from, to int, ok func(*botswarm.Second) bool) int {
+func settledFrom(from, to int, ok func(s int) bool) int {
 	at := -1
 	for s := to - 1; s >= from; s-- {
-		if !ok(&series[s]) {
+		if !ok(s) {
 			break
 		}
 		at = s - from

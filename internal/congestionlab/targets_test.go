@@ -8,14 +8,6 @@ import (
 )
 
 func TestSettledFrom(t *testing.T) {
-	series := func(hz ...int) []botswarm.Second {
-		out := make([]botswarm.Second, len(hz))
-		for i, v := range hz {
-			out[i] = botswarm.Second{T: i, Hz: v, Packets: v, Full: true}
-		}
-		return out
-	}
-	atMost30 := func(s *botswarm.Second) bool { return s.Hz <= 30 }
 	tests := []struct {
 		name     string
 		hz       []int
@@ -30,7 +22,7 @@ func TestSettledFrom(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := settledFrom(series(tc.hz...), tc.from, tc.to, atMost30); got != tc.want {
+			if got := settledFrom(tc.from, tc.to, func(s int) bool { return tc.hz[s] <= 30 }); got != tc.want {
 				t.Fatalf("settledFrom = %d, want %d", got, tc.want)
 			}
 		})
