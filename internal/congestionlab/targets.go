@@ -201,7 +201,7 @@ type LossyClient struct {
 // mean starting at second s is [s, s+2), so the last one of the impairment starts two seconds
 // before its end.
 func MeasureLossy(sent, got []float64, impairFrom, impairTo, end int) LossyClient {
-	m := LossyClient{BackoffSec: -1, RecoverySec: -1}
+	var m LossyClient
 	mean2 := func(s int) float64 { return (sent[s] + sent[s+1]) / 2 }
 	var impaired []float64
 	for s := impairFrom + LossyBackoffSec; s < impairTo; s++ {

@@ -29,6 +29,25 @@ func TestSettledFrom(t *testing.T) {
 	}
 }
 
+// TestMeasureLossy: the back-off is judged on the send rate, two seconds at a time, the recovery
+// on the received rate; impairment in seconds [2, 8) of 12.
+func TestMeasureLossy(t *testing.T) {
+	//                  0   1   2   3   4   5   6   7   8   9  10  11
+	sent := []float64{60, 60, 60, 40, 20, 20, 20, 20, 60, 60, 60, 60}
+	got := []float64{60, 60, 30, 20, 10, 10, 10, 10, 30, 50, 60, 60}
+	m := MeasureLossy(sent, got, 2, 8, 12)
+	want := LossyClient{MaxMeanHz: 20, MaxSecondHz: 20, MedianHz: 20, BackoffSec: 1, RecoverySec: 2}
+	if m != want {
+		t.Errorf("MeasureLossy = %+v, want %+v", m, want)
+	}
+	// A client still over the limit at the end of the impairment never backed off, and one
+	// under the recovered rate at the end of the run never recovered.
+	sent[6], got[11] = 60, 50
+	if m := MeasureLossy(sent, got, 2, 8, 12); m.BackoffSec != -1 || m.RecoverySec != -1 || m.MaxMeanHz != 40 {
+		t.Errorf("MeasureLossy = %+v, want back-off and recovery -1, highest mean 40 Hz", m)
+	}
+}
+
 func TestKeptTime(t *testing.T) {
 	tests := []struct {
 		s    ServerSample
