@@ -16,6 +16,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/util/retry"
@@ -424,3 +425,116 @@ func TestFleetCRDValidation(t *testing.T) {
 func ptrIntStr(s string) *intstr.IntOrString { v := intstr.FromString(s); return &v }
 
 func ptrIntNum(n int32) *intstr.IntOrString { v := intstr.FromInt32(n); return &v }
+
+// postKeyed sends an allocation request with an Idempotency-Key and returns the answer.
+func postKeyed(t *testing.T, token, key string, body []byte) (int, http.Header, v1alpha1.GameServerAllocation, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, allocatorURL, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set(IdempotencyKeyHeader, key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out v1alpha1.GameServerAllocation
+	if resp.StatusCode == http.StatusOK {
+		if err := json.Unmarshal(raw, &out); err != nil {
+			t.Fatalf("answer %s: %v", raw, err)
+		}
+	}
+	return resp.StatusCode, resp.Header, out, raw
+}
+
+// TestAllocationIdempotencyKey: requests with one Idempotency-Key allocate one server however
+// often and however concurrently they are sent, and all get its answer; the key cannot be reused
+// for another request; its record expires after the TTL, and the key then allocates anew.
+func TestAllocationIdempotencyKey(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	f := newFleet(ns, "keyed", 3)
+	if err := k8s.Create(ctx, f); err != nil {
+		t.Fatal(err)
+	}
+	waitFleet(t, f, fleetCounts{replicas: 3, ready: 3, updated: 3})
+	token := allocatorToken(t)
+	body, err := json.Marshal(v1alpha1.GameServerAllocation{ObjectMeta: metav1.ObjectMeta{Namespace: ns}, Spec: v1alpha1.GameServerAllocationSpec{Fleet: f.Name}})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	code, hdr, first, raw := postKeyed(t, token, "match-1", body)
+	if code != http.StatusOK || first.Status.State != v1alpha1.AllocationAllocated || hdr.Get(IdempotentReplayedHeader) != "" {
+		t.Fatalf("first request: %d %s %v", code, raw, hdr)
+	}
+	code, hdr, again, raw := postKeyed(t, token, "match-1", body)
+	if code != http.StatusOK || again.Status != first.Status || hdr.Get(IdempotentReplayedHeader) != "true" {
+		t.Fatalf("the same key again: %d %s %v, want the first answer %+v, replayed", code, raw, hdr, first.Status)
+	}
+
+	// Eight at once with a new key, as a matchmaker retrying over several connections would.
+	var wg sync.WaitGroup
+	var answers [8]v1alpha1.GameServerAllocationStatus
+	for i := range answers {
+		wg.Go(func() {
+			if code, _, out, raw := postKeyed(t, token, "match-2", body); code != http.StatusOK {
+				t.Errorf("concurrent request %d: %d %s", i, code, raw)
+			} else {
+				answers[i] = out.Status
+			}
+		})
+	}
+	wg.Wait()
+	second := answers[0]
+	for i, a := range answers {
+		if a != second || a.State != v1alpha1.AllocationAllocated {
+			t.Fatalf("concurrent answers differ: %d is %+v, 0 is %+v", i, a, second)
+		}
+	}
+	if second.GameServerName == first.Status.GameServerName {
+		t.Fatalf("two keys were given the same server %s", second.GameServerName)
+	}
+
+	// A key names one request: another spec with it is refused, and a key must be printable.
+	other, err := json.Marshal(v1alpha1.GameServerAllocation{ObjectMeta: metav1.ObjectMeta{Namespace: ns},
+		Spec: v1alpha1.GameServerAllocationSpec{Fleet: f.Name, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"mode": "arena"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, _, _, raw := postKeyed(t, token, "match-2", other); code != http.StatusUnprocessableEntity || !strings.Contains(string(raw), IdempotencyKeyHeader) {
+		t.Errorf("the key with another spec: %d %s, want 422 naming the key", code, raw)
+	}
+	for _, bad := range []string{"", strings.Repeat("k", maxIdempotencyKey+1), "tab\there"} {
+		if code, _, _, raw := postKeyed(t, token, bad, body); code != http.StatusBadRequest || !strings.Contains(string(raw), IdempotencyKeyHeader) {
+			t.Errorf("key %q: %d %s, want 400", bad, code, raw)
+		}
+	}
+	waitFleet(t, f, fleetCounts{replicas: 3, ready: 1, allocated: 2, updated: 3})
+
+	// The record of a key is a GameServerAllocation named after it, until the TTL.
+	name, hash := idempotencyRecordName("match-1")
+	rec := &v1alpha1.GameServerAllocation{}
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, rec); err != nil {
+		t.Fatal(err)
+	}
+	if rec.Labels[v1alpha1.LabelIdempotencyKey] != hash || rec.Annotations[v1alpha1.AnnotationIdempotencyKey] != "match-1" || rec.Status != first.Status {
+		t.Errorf("record %s: labels %v annotations %v status %+v", name, rec.Labels, rec.Annotations, rec.Status)
+	}
+	waitFor(t, 4*testIdempotencyTTL, "the record of match-1 to expire", func() (bool, error) {
+		err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, rec)
+		return apierrors.IsNotFound(err), err
+	})
+	code, hdr, third, raw := postKeyed(t, token, "match-1", body)
+	if code != http.StatusOK || third.Status.State != v1alpha1.AllocationAllocated || hdr.Get(IdempotentReplayedHeader) != "" ||
+		third.Status.GameServerName == first.Status.GameServerName || third.Status.GameServerName == second.GameServerName {
+		t.Fatalf("the key after its record expired: %d %s %v, want a new server", code, raw, hdr)
+	}
+	waitFleet(t, f, fleetCounts{replicas: 3, allocated: 3, updated: 3})
+}

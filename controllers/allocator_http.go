@@ -184,7 +184,7 @@ func (s *AllocatorServer) authorized(r *http.Request) (known, ok bool) {
 // ServeHTTP answers POST /v1/gameserverallocations: the body is a GameServerAllocation (only
 // metadata.namespace, default "default", and spec are read); the answer is the same object with
 // its status — 200 for Allocated and UnAllocated alike, 422 for a request that cannot be served
-// as written. Nothing is stored.
+// as written. Nothing is stored, unless the request carries an Idempotency-Key (serveKeyed).
 func (s *AllocatorServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path != AllocatePath {
 		writeError(w, http.StatusNotFound, "not found; POST "+AllocatePath)
@@ -207,6 +207,10 @@ func (s *AllocatorServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	req, err := v1alpha1.DecodeGameServerAllocation(http.MaxBytesReader(w, r.Body, maxAllocateBody))
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	if key, keyed := r.Header[IdempotencyKeyHeader]; keyed {
+		s.serveKeyed(w, r, req, strings.Join(key, ","))
 		return
 	}
 	st, err := s.alloc.Allocate(r.Context(), req.Namespace, req.Spec, allocSourceHTTP)

@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
 	toolscache "k8s.io/client-go/tools/cache"
 
 	"github.com/netfleet/netfleet/api/v1alpha1"
@@ -176,5 +177,38 @@ func BenchmarkCandidates(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+func TestIdempotencyKeys(t *testing.T) {
+	for _, tc := range []struct {
+		key string
+		ok  bool
+	}{
+		{"match-7f3a", true},
+		{"a", true},
+		{"with space and !~", true},
+		{strings.Repeat("k", maxIdempotencyKey), true},
+		{"", false},
+		{strings.Repeat("k", maxIdempotencyKey+1), false},
+		{"tab\there", false},
+		{"newline\n", false},
+		{"é", false},
+	} {
+		if err := validIdempotencyKey(tc.key); (err == nil) != tc.ok {
+			t.Errorf("validIdempotencyKey(%q) = %v, want ok %v", tc.key, err, tc.ok)
+		}
+	}
+	// Record names are valid object names and label values, one per key.
+	a, ha := idempotencyRecordName("match-1")
+	b, hb := idempotencyRecordName("match-2")
+	if a == b || ha == hb {
+		t.Errorf("two keys, one record name %s", a)
+	}
+	if errs := validation.IsDNS1123Subdomain(a); len(errs) > 0 {
+		t.Errorf("record name %q: %v", a, errs)
+	}
+	if errs := validation.IsValidLabelValue(ha); len(errs) > 0 {
+		t.Errorf("label value %q: %v", ha, errs)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -20,6 +21,10 @@ var (
 	allocatorURL string
 )
 
+// testIdempotencyTTL is how long the suite's operator keeps the records of keyed allocations:
+// long enough for a test's retries, short enough to see one expire.
+const testIdempotencyTTL = 8 * time.Second
+
 var allocatorTokenSecret = types.NamespacedName{Namespace: "netfleet-system", Name: "netfleet-allocator-token"}
 
 // setupFleetControllers adds the Fleet and allocation controllers and the allocator endpoint to
@@ -35,6 +40,9 @@ func setupFleetControllers(ctx context.Context, mgr ctrl.Manager) error {
 	}
 	if err := NewAllocationReconciler(mgr, allocator, 0).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setup allocation: %w", err)
+	}
+	if err := NewIdempotencyRecordReconciler(mgr, testIdempotencyTTL).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setup allocation records: %w", err)
 	}
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: allocatorTokenSecret.Namespace}}
 	if err := k8s.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {

@@ -5,6 +5,15 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 )
 
+// The record of an allocation requested with an Idempotency-Key is a GameServerAllocation named
+// after the key: IdempotencyRecordPrefix and the first 16 bytes of the key's SHA-256 in hex. It
+// carries the hash in LabelIdempotencyKey and the key itself in AnnotationIdempotencyKey.
+const (
+	IdempotencyRecordPrefix  = "idempotency-"
+	LabelIdempotencyKey      = "netfleet.io/idempotency-key-sha256"
+	AnnotationIdempotencyKey = "netfleet.io/idempotency-key"
+)
+
 // GameServerAllocationState is the outcome of an allocation.
 //
 // +kubebuilder:validation:Enum=Allocated;UnAllocated

@@ -41,6 +41,7 @@ func run() error {
 		allocOpts                                          controllers.AllocatorServerOptions
 		allocSecret                                        string
 		allocConcurrency                                   int
+		idempotencyTTL                                     time.Duration
 	)
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "address the /metrics endpoint binds to; 0 disables it")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "address the /healthz and /readyz endpoints bind to")
@@ -57,6 +58,8 @@ func run() error {
 		"namespace/name of the Secret whose key \"token\" holds the allocator endpoint's bearer token; created with a random token when missing")
 	flag.StringVar(&allocOpts.CertFile, "allocator-tls-cert-file", "", "serve the allocator endpoint over HTTPS with this certificate (with --allocator-tls-key-file)")
 	flag.StringVar(&allocOpts.KeyFile, "allocator-tls-key-file", "", "private key of --allocator-tls-cert-file")
+	flag.DurationVar(&idempotencyTTL, "allocation-idempotency-ttl", controllers.DefaultIdempotencyTTL,
+		"how long the record of an allocator request sent with an Idempotency-Key is kept: the same key within it gets the first answer")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -113,6 +116,9 @@ func run() error {
 	}
 	if err := controllers.NewAllocationReconciler(mgr, alloc, allocConcurrency).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up allocation controller: %w", err)
+	}
+	if err := controllers.NewIdempotencyRecordReconciler(mgr, idempotencyTTL).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("set up allocation record controller: %w", err)
 	}
 	if allocOpts.Addr != "0" {
 		if err := mgr.Add(controllers.NewAllocatorServer(alloc, mgr.GetAPIReader(), mgr.GetClient(), allocOpts)); err != nil {
