@@ -1,7 +1,6 @@
 package controllers
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -72,15 +71,24 @@ func (s *AllocatorServer) serveKeyed(w http.ResponseWriter, r *http.Request, req
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
+	spec, err := json.Marshal(&req.Spec)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "encode spec: "+err.Error())
+		return
+	}
+	specSum := sha256.Sum256(spec)
 	ctx, cancel := context.WithTimeout(r.Context(), keyedWait)
 	defer cancel()
 	name, hash := idempotencyRecordName(key)
 	rec := &v1alpha1.GameServerAllocation{
 		ObjectMeta: metav1.ObjectMeta{
-			Namespace:   req.Namespace,
-			Name:        name,
-			Labels:      map[string]string{v1alpha1.LabelIdempotencyKey: hash},
-			Annotations: map[string]string{v1alpha1.AnnotationIdempotencyKey: key},
+			Namespace: req.Namespace,
+			Name:      name,
+			Labels:    map[string]string{v1alpha1.LabelIdempotencyKey: hash},
+			Annotations: map[string]string{
+				v1alpha1.AnnotationIdempotencyKey:     key,
+				v1alpha1.AnnotationIdempotencyRequest: hex.EncodeToString(specSum[:]),
+			},
 		},
 		Spec: req.Spec,
 	}
@@ -96,7 +104,7 @@ func (s *AllocatorServer) serveKeyed(w http.ResponseWriter, r *http.Request, req
 		writeError(w, http.StatusServiceUnavailable, "record the allocation request: "+err.Error())
 		return
 	}
-	got, err := s.waitServed(ctx, types.NamespacedName{Namespace: req.Namespace, Name: name}, &req.Spec)
+	got, err := s.waitServed(ctx, types.NamespacedName{Namespace: req.Namespace, Name: name}, rec.Annotations[v1alpha1.AnnotationIdempotencyRequest])
 	switch {
 	case errors.Is(err, errKeyReused):
 		writeError(w, http.StatusUnprocessableEntity, fmt.Sprintf("%v (record %s)", err, name))
@@ -116,27 +124,17 @@ func (s *AllocatorServer) serveKeyed(w http.ResponseWriter, r *http.Request, req
 }
 
 // waitServed reads the record key from the API server until it has its result, backing off from
-// 5 to 100 ms. It returns errKeyReused if the record holds another spec than want.
-func (s *AllocatorServer) waitServed(ctx context.Context, key types.NamespacedName, want *v1alpha1.GameServerAllocationSpec) (*v1alpha1.GameServerAllocation, error) {
-	wantJSON, err := json.Marshal(want)
-	if err != nil {
-		return nil, err
-	}
+// 5 to 100 ms. It returns errKeyReused if the record is of another request than the one whose
+// spec has the hash request: the hash is of the spec as the requester sent it, so what the API
+// server may fill in does not count.
+func (s *AllocatorServer) waitServed(ctx context.Context, key types.NamespacedName, request string) (*v1alpha1.GameServerAllocation, error) {
 	got := &v1alpha1.GameServerAllocation{}
-	for wait, checked := 5*time.Millisecond, false; ; wait = min(2*wait, 100*time.Millisecond) {
+	for wait := 5 * time.Millisecond; ; wait = min(2*wait, 100*time.Millisecond) {
 		if err := s.api.Get(ctx, key, got); err != nil {
 			return nil, err
 		}
-		if !checked {
-			// The JSON forms compare nil and empty alike, as the API server stores them.
-			gotJSON, err := json.Marshal(&got.Spec)
-			if err != nil {
-				return nil, err
-			}
-			if !bytes.Equal(gotJSON, wantJSON) {
-				return nil, errKeyReused
-			}
-			checked = true
+		if got.Annotations[v1alpha1.AnnotationIdempotencyRequest] != request {
+			return nil, errKeyReused
 		}
 		if got.Status.State != "" {
 			return got, nil

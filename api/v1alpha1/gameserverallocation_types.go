@@ -7,11 +7,13 @@ import (
 
 // The record of an allocation requested with an Idempotency-Key is a GameServerAllocation named
 // after the key: IdempotencyRecordPrefix and the first 16 bytes of the key's SHA-256 in hex. It
-// carries the hash in LabelIdempotencyKey and the key itself in AnnotationIdempotencyKey.
+// carries the hash in LabelIdempotencyKey, the key itself in AnnotationIdempotencyKey, and the
+// SHA-256 of the request's spec as JSON in AnnotationIdempotencyRequest.
 const (
-	IdempotencyRecordPrefix  = "idempotency-"
-	LabelIdempotencyKey      = "netfleet.io/idempotency-key-sha256"
-	AnnotationIdempotencyKey = "netfleet.io/idempotency-key"
+	IdempotencyRecordPrefix      = "idempotency-"
+	LabelIdempotencyKey          = "netfleet.io/idempotency-key-sha256"
+	AnnotationIdempotencyKey     = "netfleet.io/idempotency-key"
+	AnnotationIdempotencyRequest = "netfleet.io/idempotency-request-sha256"
 )
 
 // GameServerAllocationState is the outcome of an allocation.
