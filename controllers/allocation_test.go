@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptrace"
 	"strings"
@@ -427,9 +428,9 @@ func ptrIntStr(s string) *intstr.IntOrString { v := intstr.FromString(s); return
 func ptrIntNum(n int32) *intstr.IntOrString { v := intstr.FromInt32(n); return &v }
 
 // postKeyed sends an allocation request with an Idempotency-Key and returns the answer.
-func postKeyed(t *testing.T, token, key string, body []byte) (int, http.Header, v1alpha1.GameServerAllocation, []byte) {
+func postKeyed(t *testing.T, url, token, key string, body []byte) (int, http.Header, v1alpha1.GameServerAllocation, []byte) {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, allocatorURL, bytes.NewReader(body))
+	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -470,21 +471,24 @@ func TestAllocationIdempotencyKey(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	code, hdr, first, raw := postKeyed(t, token, "match-1", body)
+	code, hdr, first, raw := postKeyed(t, allocatorURL, token, "match-1", body)
 	if code != http.StatusOK || first.Status.State != v1alpha1.AllocationAllocated || hdr.Get(IdempotentReplayedHeader) != "" {
 		t.Fatalf("first request: %d %s %v", code, raw, hdr)
 	}
-	code, hdr, again, raw := postKeyed(t, token, "match-1", body)
+	code, hdr, again, raw := postKeyed(t, allocatorURL, token, "match-1", body)
 	if code != http.StatusOK || again.Status != first.Status || hdr.Get(IdempotentReplayedHeader) != "true" {
 		t.Fatalf("the same key again: %d %s %v, want the first answer %+v, replayed", code, raw, hdr, first.Status)
 	}
 
-	// Eight at once with a new key, as a matchmaker retrying over several connections would.
+	// Eight at once with a new key, as a matchmaker retrying over several connections would, half
+	// of them to the endpoint of a second operator replica with its own allocator and cache.
+	second := secondEndpoint(t)
 	var wg sync.WaitGroup
 	var answers [8]v1alpha1.GameServerAllocationStatus
 	for i := range answers {
+		url := map[bool]string{true: allocatorURL, false: second}[i%2 == 0]
 		wg.Go(func() {
-			if code, _, out, raw := postKeyed(t, token, "match-2", body); code != http.StatusOK {
+			if code, _, out, raw := postKeyed(t, url, token, "match-2", body); code != http.StatusOK {
 				t.Errorf("concurrent request %d: %d %s", i, code, raw)
 			} else {
 				answers[i] = out.Status
@@ -492,14 +496,14 @@ func TestAllocationIdempotencyKey(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	second := answers[0]
+	got := answers[0]
 	for i, a := range answers {
-		if a != second || a.State != v1alpha1.AllocationAllocated {
-			t.Fatalf("concurrent answers differ: %d is %+v, 0 is %+v", i, a, second)
+		if a != got || a.State != v1alpha1.AllocationAllocated {
+			t.Fatalf("concurrent answers differ: %d is %+v, 0 is %+v", i, a, got)
 		}
 	}
-	if second.GameServerName == first.Status.GameServerName {
-		t.Fatalf("two keys were given the same server %s", second.GameServerName)
+	if got.GameServerName == first.Status.GameServerName {
+		t.Fatalf("two keys were given the same server %s", got.GameServerName)
 	}
 
 	// A key names one request: another spec with it is refused, and a key must be printable.
@@ -508,11 +512,11 @@ func TestAllocationIdempotencyKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if code, _, _, raw := postKeyed(t, token, "match-2", other); code != http.StatusUnprocessableEntity || !strings.Contains(string(raw), IdempotencyKeyHeader) {
+	if code, _, _, raw := postKeyed(t, allocatorURL, token, "match-2", other); code != http.StatusUnprocessableEntity || !strings.Contains(string(raw), IdempotencyKeyHeader) {
 		t.Errorf("the key with another spec: %d %s, want 422 naming the key", code, raw)
 	}
 	for _, bad := range []string{"", strings.Repeat("k", maxIdempotencyKey+1), "tab\there"} {
-		if code, _, _, raw := postKeyed(t, token, bad, body); code != http.StatusBadRequest || !strings.Contains(string(raw), IdempotencyKeyHeader) {
+		if code, _, _, raw := postKeyed(t, allocatorURL, token, bad, body); code != http.StatusBadRequest || !strings.Contains(string(raw), IdempotencyKeyHeader) {
 			t.Errorf("key %q: %d %s, want 400", bad, code, raw)
 		}
 	}
@@ -531,10 +535,42 @@ func TestAllocationIdempotencyKey(t *testing.T) {
 		err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, rec)
 		return apierrors.IsNotFound(err), err
 	})
-	code, hdr, third, raw := postKeyed(t, token, "match-1", body)
+	code, hdr, third, raw := postKeyed(t, allocatorURL, token, "match-1", body)
 	if code != http.StatusOK || third.Status.State != v1alpha1.AllocationAllocated || hdr.Get(IdempotentReplayedHeader) != "" ||
-		third.Status.GameServerName == first.Status.GameServerName || third.Status.GameServerName == second.GameServerName {
+		third.Status.GameServerName == first.Status.GameServerName || third.Status.GameServerName == got.GameServerName {
 		t.Fatalf("the key after its record expired: %d %s %v, want a new server", code, raw, hdr)
 	}
 	waitFleet(t, f, fleetCounts{replicas: 3, allocated: 3, updated: 3})
+}
+
+// secondEndpoint serves the allocator endpoint of a second operator replica — secondAllocator,
+// with its own cache — on a loopback port until the test ends, and returns its URL once it has
+// loaded its token.
+func secondEndpoint(t *testing.T) string {
+	t.Helper()
+	var lc net.ListenConfig
+	ln, err := lc.Listen(context.Background(), "tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := NewAllocatorServer(secondAllocator(t), k8s, k8s, AllocatorServerOptions{TokenSecret: allocatorTokenSecret})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx, ln) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("second endpoint: %v", err)
+		}
+	})
+	url := "http://" + ln.Addr().String() + AllocatePath
+	waitFor(t, waitLong, "the second endpoint to load its token", func() (bool, error) {
+		resp, err := http.Post(url, "application/json", nil)
+		if err != nil {
+			return false, err
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode == http.StatusUnauthorized, fmt.Errorf("answered %d", resp.StatusCode)
+	})
+	return url
 }
