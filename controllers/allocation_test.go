@@ -531,6 +531,10 @@ func TestAllocationIdempotencyKey(t *testing.T) {
 	if rec.Labels[v1alpha1.LabelIdempotencyKey] != hash || rec.Annotations[v1alpha1.AnnotationIdempotencyKey] != "match-1" || rec.Status != first.Status {
 		t.Errorf("record %s: labels %v annotations %v status %+v", name, rec.Labels, rec.Annotations, rec.Status)
 	}
+	if first.Name != name || first.UID != rec.UID || len(first.ManagedFields) != 0 {
+		t.Errorf("the answer names record %s (uid %s, %d managed fields), want %s (uid %s) without managed fields",
+			first.Name, first.UID, len(first.ManagedFields), name, rec.UID)
+	}
 	waitFor(t, 4*testIdempotencyTTL, "the record of match-1 to expire", func() (bool, error) {
 		err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, rec)
 		return apierrors.IsNotFound(err), err

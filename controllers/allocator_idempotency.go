@@ -116,6 +116,7 @@ func (s *AllocatorServer) serveKeyed(w http.ResponseWriter, r *http.Request, req
 	if replayed {
 		w.Header().Set(IdempotentReplayedHeader, "true")
 	}
+	got.ManagedFields = nil // the API server's bookkeeping, of no use to the requester
 	code := http.StatusOK
 	if got.Status.Reason == v1alpha1.AllocationReasonInvalid {
 		code = http.StatusUnprocessableEntity
