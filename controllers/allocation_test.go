@@ -471,6 +471,7 @@ func TestAllocationIdempotencyKey(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	replays0 := counterValue(t, allocationReplays)
 	code, hdr, first, raw := postKeyed(t, allocatorURL, token, "match-1", body)
 	if code != http.StatusOK || first.Status.State != v1alpha1.AllocationAllocated || hdr.Get(IdempotentReplayedHeader) != "" {
 		t.Fatalf("first request: %d %s %v", code, raw, hdr)
@@ -504,6 +505,11 @@ func TestAllocationIdempotencyKey(t *testing.T) {
 	}
 	if got.GameServerName == first.Status.GameServerName {
 		t.Fatalf("two keys were given the same server %s", got.GameServerName)
+	}
+	// One repeat of match-1, seven of match-2 (the test's requests only: the suite runs one test
+	// at a time).
+	if n := counterValue(t, allocationReplays) - replays0; n != 8 {
+		t.Errorf("netfleet_operator_allocation_replays_total rose by %v, want 8", n)
 	}
 
 	// A key names one request: another spec with it is refused, and a key must be printable.

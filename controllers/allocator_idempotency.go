@@ -10,12 +10,14 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"github.com/netfleet/netfleet/api/v1alpha1"
@@ -39,6 +41,14 @@ const (
 )
 
 var errKeyReused = errors.New("the Idempotency-Key was used for another request in this namespace")
+
+var allocationReplays = prometheus.NewCounter(prometheus.CounterOpts{
+	Name: "netfleet_operator_allocation_replays_total",
+	Help: "Allocator requests with an Idempotency-Key answered with the result of an earlier " +
+		"request with the same key (retries that allocated nothing more).",
+})
+
+func init() { metrics.Registry.MustRegister(allocationReplays) }
 
 // idempotencyRecordName is the name of the record of key: a hash, since a key may hold any
 // printable characters.
@@ -114,6 +124,7 @@ func (s *AllocatorServer) serveKeyed(w http.ResponseWriter, r *http.Request, req
 		return
 	}
 	if replayed {
+		allocationReplays.Inc()
 		w.Header().Set(IdempotentReplayedHeader, "true")
 	}
 	got.ManagedFields = nil // the API server's bookkeeping, of no use to the requester

@@ -395,11 +395,11 @@ func BenchmarkFleetNetcode(b *testing.B) {
 	writeFleetBench(b, "fleet-netcode.json", netcodeBenchRuns)
 }
 
-func counterValue(b *testing.B, c interface{ Write(*dto.Metric) error }) float64 {
-	b.Helper()
+func counterValue(tb testing.TB, c interface{ Write(*dto.Metric) error }) float64 {
+	tb.Helper()
 	var m dto.Metric
 	if err := c.Write(&m); err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	return m.GetCounter().GetValue()
 }
