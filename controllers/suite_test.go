@@ -30,7 +30,8 @@ import (
 )
 
 // The package shares one API server, one operator and one fake kubelet; every test works in its
-// own namespace.
+// own namespace. The operator runs as its ServiceAccount with config/rbac's rules
+// (rbac_suite_test.go); the tests and the fake kubelet act as an admin.
 var (
 	testScheme  = runtime.NewScheme()
 	restCfg     *rest.Config
@@ -116,7 +117,11 @@ func startOperator(ctx context.Context) (func(), error) {
 	if err != nil {
 		return nil, fmt.Errorf("client: %w", err)
 	}
-	mgr, err := ctrl.NewManager(restCfg, ctrl.Options{
+	opCfg, err := operatorConfig(ctx, k8s)
+	if err != nil {
+		return nil, err
+	}
+	mgr, err := ctrl.NewManager(opCfg, ctrl.Options{
 		Scheme:  testScheme,
 		Cache:   CacheOptions(),
 		Metrics: metricsserver.Options{BindAddress: "0"},
