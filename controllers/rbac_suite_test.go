@@ -18,15 +18,16 @@ import (
 )
 
 // The suite's operator runs as the operator's ServiceAccount, with only the ClusterRole that
-// `make manifests` generates from the +kubebuilder:rbac markers (config/rbac): every test of the
-// package is then also a test that those rules let the operator do its job, and a verb missing
-// from a marker fails the test that needs it with a Forbidden error in the operator's log.
+// `make manifests` generates from the +kubebuilder:rbac markers and the leader-election Role
+// (config/rbac), and elects itself leader as a deployed operator does: every test of the package
+// is then also a test that those rules let the operator do its job, and a verb missing from a
+// marker fails the test that needs it with a Forbidden error in the operator's log.
 
 // operatorUser is the user name of the operator's ServiceAccount.
 const operatorUser = "system:serviceaccount:netfleet-system:netfleet-operator"
 
-// operatorConfig installs config/rbac's ServiceAccount, ClusterRole and ClusterRoleBinding with
-// c, and returns restCfg impersonating the ServiceAccount.
+// operatorConfig installs config/rbac's ServiceAccount, ClusterRole, leader-election Role and
+// their bindings with c, and returns restCfg impersonating the ServiceAccount.
 func operatorConfig(ctx context.Context, c client.Client) (*rest.Config, error) {
 	root, err := testenv.RepoRoot()
 	if err != nil {
@@ -43,6 +44,8 @@ func operatorConfig(ctx context.Context, c client.Client) (*rest.Config, error) 
 		{"service_account.yaml", &corev1.ServiceAccount{}},
 		{"role.yaml", &rbacv1.ClusterRole{}},
 		{"role_binding.yaml", &rbacv1.ClusterRoleBinding{}},
+		{"leader_election_role.yaml", &rbacv1.Role{}},
+		{"leader_election_role_binding.yaml", &rbacv1.RoleBinding{}},
 	} {
 		raw, err := os.ReadFile(filepath.Join(root, "config", "rbac", o.file))
 		if err != nil {

@@ -122,9 +122,13 @@ func startOperator(ctx context.Context) (func(), error) {
 		return nil, err
 	}
 	mgr, err := ctrl.NewManager(opCfg, ctrl.Options{
-		Scheme:  testScheme,
-		Cache:   CacheOptions(),
-		Metrics: metricsserver.Options{BindAddress: "0"},
+		Scheme:                        testScheme,
+		Cache:                         CacheOptions(),
+		Metrics:                       metricsserver.Options{BindAddress: "0"},
+		LeaderElection:                true,
+		LeaderElectionID:              "netfleet-operator",
+		LeaderElectionNamespace:       "netfleet-system",
+		LeaderElectionReleaseOnCancel: true,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("manager: %w", err)
