@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -114,7 +115,7 @@ func BenchmarkAllocation(b *testing.B) {
 	}
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: allocBenchClients}, Timeout: 30 * time.Second}
 	endpoint := func() func() (string, error) {
-		return func() (string, error) { return allocateOnce(hc, token, body) }
+		return func() (string, error) { return allocateOnce(hc, token, "", body) }
 	}
 	statusWrites := func() func() (string, error) {
 		ready := make(chan *v1alpha1.GameServer, allocBenchServers)
@@ -153,6 +154,40 @@ func BenchmarkAllocation(b *testing.B) {
 	for _, r := range allocBenchRuns {
 		fmt.Printf("%-14s %-8d %6d %8d %9.1f %8.1f %8.1f %8.1f %8.1f %10.0f %7d\n", r.Mode, r.Servers, r.Allocations, r.Clients, r.PerSecond, r.P50Ms, r.P90Ms, r.P99Ms, r.MaxMs, r.Conflicts, r.DoubleAllocs)
 	}
+	writeFleetBench(b, "fleet-allocation.json", allocBenchRuns)
+}
+
+// BenchmarkAllocationKeyed is BenchmarkAllocation's endpoint round with an Idempotency-Key on
+// every request, each its own: what retry safety costs (a record created, served by the leader's
+// allocation controller and polled, against one status write).
+func BenchmarkAllocationKeyed(b *testing.B) {
+	if allocBenchFleet == nil {
+		allocBenchFleet = newBenchFleetOf(b, "alloc-bench", allocBenchServers)
+	}
+	f := allocBenchFleet
+	token := allocatorToken(b)
+	body, err := json.Marshal(v1alpha1.GameServerAllocation{ObjectMeta: metav1.ObjectMeta{Namespace: f.Namespace},
+		Spec: v1alpha1.GameServerAllocationSpec{Fleet: f.Name}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: allocBenchClients}, Timeout: 30 * time.Second}
+	var keys atomic.Int64
+	first := len(allocBenchRuns)
+	for b.Loop() {
+		allocBenchRuns = append(allocBenchRuns, allocationRound(b, f, "endpoint-keyed", func() (string, error) {
+			return allocateOnce(hc, token, fmt.Sprintf("bench-%d-%d", time.Now().UnixNano(), keys.Add(1)), body)
+		}))
+	}
+	var rate, p50, p99 float64
+	runs := allocBenchRuns[first:]
+	for _, r := range runs {
+		rate, p50, p99 = rate+r.PerSecond, p50+r.P50Ms, p99+r.P99Ms
+	}
+	n := float64(len(runs))
+	b.ReportMetric(rate/n, "allocs/s")
+	b.ReportMetric(p50/n, "p50-ms")
+	b.ReportMetric(p99/n, "p99-ms")
 	writeFleetBench(b, "fleet-allocation.json", allocBenchRuns)
 }
 
@@ -226,13 +261,17 @@ func allocationRound(b *testing.B, f *v1alpha1.Fleet, mode string, allocate func
 	return res
 }
 
-// allocateOnce posts one allocation and returns the server's name ("" for UnAllocated).
-func allocateOnce(hc *http.Client, token string, body []byte) (string, error) {
+// allocateOnce posts one allocation, with an Idempotency-Key unless key is empty, and returns the
+// server's name ("" for UnAllocated).
+func allocateOnce(hc *http.Client, token, key string, body []byte) (string, error) {
 	req, err := http.NewRequestWithContext(context.Background(), http.MethodPost, allocatorURL, bytes.NewReader(body))
 	if err != nil {
 		return "", err
 	}
 	req.Header.Set("Authorization", "Bearer "+token)
+	if key != "" {
+		req.Header.Set(IdempotencyKeyHeader, key)
+	}
 	resp, err := hc.Do(req)
 	if err != nil {
 		return "", err
