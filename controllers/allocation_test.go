@@ -481,6 +481,20 @@ func TestAllocationIdempotencyKey(t *testing.T) {
 		t.Fatalf("the same key again: %d %s %v, want the first answer %+v, replayed", code, raw, hdr, first.Status)
 	}
 
+	// The record of a key is a GameServerAllocation named after it, until the TTL.
+	name, hash := idempotencyRecordName("match-1")
+	rec := &v1alpha1.GameServerAllocation{}
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, rec); err != nil {
+		t.Fatal(err)
+	}
+	if rec.Labels[v1alpha1.LabelIdempotencyKey] != hash || rec.Annotations[v1alpha1.AnnotationIdempotencyKey] != "match-1" || rec.Status != first.Status {
+		t.Errorf("record %s: labels %v annotations %v status %+v", name, rec.Labels, rec.Annotations, rec.Status)
+	}
+	if first.Name != name || first.UID != rec.UID || len(first.ManagedFields) != 0 {
+		t.Errorf("the answer names record %s (uid %s, %d managed fields), want %s (uid %s) without managed fields",
+			first.Name, first.UID, len(first.ManagedFields), name, rec.UID)
+	}
+
 	// Eight at once with a new key, as a matchmaker retrying over several connections would, half
 	// of them to the endpoint of a second operator replica with its own allocator and cache.
 	second := secondEndpoint(t)
@@ -528,19 +542,7 @@ func TestAllocationIdempotencyKey(t *testing.T) {
 	}
 	waitFleet(t, f, fleetCounts{replicas: 3, ready: 1, allocated: 2, updated: 3})
 
-	// The record of a key is a GameServerAllocation named after it, until the TTL.
-	name, hash := idempotencyRecordName("match-1")
-	rec := &v1alpha1.GameServerAllocation{}
-	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, rec); err != nil {
-		t.Fatal(err)
-	}
-	if rec.Labels[v1alpha1.LabelIdempotencyKey] != hash || rec.Annotations[v1alpha1.AnnotationIdempotencyKey] != "match-1" || rec.Status != first.Status {
-		t.Errorf("record %s: labels %v annotations %v status %+v", name, rec.Labels, rec.Annotations, rec.Status)
-	}
-	if first.Name != name || first.UID != rec.UID || len(first.ManagedFields) != 0 {
-		t.Errorf("the answer names record %s (uid %s, %d managed fields), want %s (uid %s) without managed fields",
-			first.Name, first.UID, len(first.ManagedFields), name, rec.UID)
-	}
+	// After the TTL the record is gone, and the key allocates anew.
 	waitFor(t, 4*testIdempotencyTTL, "the record of match-1 to expire", func() (bool, error) {
 		err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, rec)
 		return apierrors.IsNotFound(err), err
