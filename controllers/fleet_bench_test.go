@@ -103,17 +103,7 @@ type allocBenchResult struct {
 // per allocation from 7.5 to 9.9 ms, over four rounds), so the two alternate and see the same
 // mix of its states.
 func BenchmarkAllocation(b *testing.B) {
-	if allocBenchFleet == nil {
-		allocBenchFleet = newBenchFleetOf(b, "alloc-bench", allocBenchServers)
-	}
-	f := allocBenchFleet
-	token := allocatorToken(b)
-	body, err := json.Marshal(v1alpha1.GameServerAllocation{ObjectMeta: metav1.ObjectMeta{Namespace: f.Namespace},
-		Spec: v1alpha1.GameServerAllocationSpec{Fleet: f.Name}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: allocBenchClients}, Timeout: 30 * time.Second}
+	f, token, body, hc := allocBench(b)
 	endpoint := func() func() (string, error) {
 		return func() (string, error) { return allocateOnce(hc, token, "", body) }
 	}
@@ -157,21 +147,29 @@ func BenchmarkAllocation(b *testing.B) {
 	writeFleetBench(b, "fleet-allocation.json", allocBenchRuns)
 }
 
-// BenchmarkAllocationKeyed is BenchmarkAllocation's endpoint round with an Idempotency-Key on
-// every request, each its own: what retry safety costs (a record created, served by the leader's
-// allocation controller and polled, against one status write).
-func BenchmarkAllocationKeyed(b *testing.B) {
+// allocBench returns the allocation benchmarks' fleet (built on first use), the endpoint's
+// token, a request for a server of the fleet, and an HTTP client with a connection per
+// matchmaker.
+func allocBench(b *testing.B) (*v1alpha1.Fleet, string, []byte, *http.Client) {
+	b.Helper()
 	if allocBenchFleet == nil {
 		allocBenchFleet = newBenchFleetOf(b, "alloc-bench", allocBenchServers)
 	}
 	f := allocBenchFleet
-	token := allocatorToken(b)
 	body, err := json.Marshal(v1alpha1.GameServerAllocation{ObjectMeta: metav1.ObjectMeta{Namespace: f.Namespace},
 		Spec: v1alpha1.GameServerAllocationSpec{Fleet: f.Name}})
 	if err != nil {
 		b.Fatal(err)
 	}
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: allocBenchClients}, Timeout: 30 * time.Second}
+	return f, allocatorToken(b), body, hc
+}
+
+// BenchmarkAllocationKeyed is BenchmarkAllocation's endpoint round with an Idempotency-Key on
+// every request, each its own: what retry safety costs (a record created, served by the leader's
+// allocation controller and polled, against one status write).
+func BenchmarkAllocationKeyed(b *testing.B) {
+	f, token, body, hc := allocBench(b)
 	var keys atomic.Int64
 	first := len(allocBenchRuns)
 	for b.Loop() {
