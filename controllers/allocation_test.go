@@ -50,12 +50,23 @@ func allocatorToken(t testing.TB) string {
 // which TestConcurrentAllocations checks.
 func postAllocation(t testing.TB, token string, body []byte) (int, []byte) {
 	t.Helper()
+	code, _, raw := postAllocationTo(t, allocatorURL, token, nil, body)
+	return code, raw
+}
+
+// postAllocationTo is postAllocation to the endpoint at url, with the headers hdr added, also
+// returning the answer's headers.
+func postAllocationTo(t testing.TB, url, token string, hdr http.Header, body []byte) (int, http.Header, []byte) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for attempt := 1; ; attempt++ {
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, allocatorURL, bytes.NewReader(body))
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 		if err != nil {
 			t.Fatal(err)
+		}
+		for k, v := range hdr {
+			req.Header[k] = v
 		}
 		if token != "" {
 			req.Header.Set("Authorization", "Bearer "+token)
@@ -76,7 +87,7 @@ func postAllocation(t testing.TB, token string, body []byte) (int, []byte) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return resp.StatusCode, raw
+		return resp.StatusCode, resp.Header, raw
 	}
 }
 
@@ -430,28 +441,14 @@ func ptrIntNum(n int32) *intstr.IntOrString { v := intstr.FromInt32(n); return &
 // postKeyed sends an allocation request with an Idempotency-Key and returns the answer.
 func postKeyed(t *testing.T, url, token, key string, body []byte) (int, http.Header, v1alpha1.GameServerAllocation, []byte) {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set(IdempotencyKeyHeader, key)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = resp.Body.Close() }()
-	raw, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
+	code, hdr, raw := postAllocationTo(t, url, token, http.Header{IdempotencyKeyHeader: {key}}, body)
 	var out v1alpha1.GameServerAllocation
-	if resp.StatusCode == http.StatusOK {
+	if code == http.StatusOK {
 		if err := json.Unmarshal(raw, &out); err != nil {
 			t.Fatalf("answer %s: %v", raw, err)
 		}
 	}
-	return resp.StatusCode, resp.Header, out, raw
+	return code, hdr, out, raw
 }
 
 // TestAllocationIdempotencyKey: requests with one Idempotency-Key allocate one server however

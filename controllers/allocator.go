@@ -37,10 +37,15 @@ var (
 		Help: "Marks of a server as Allocated refused because the server changed since it was read " +
 			"(another allocation, another operator replica or its own controller wrote it first).",
 	})
+	allocationReplays = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "netfleet_operator_allocation_replays_total",
+		Help: "Allocator requests with an Idempotency-Key answered with the result of an earlier " +
+			"request with the same key (retries that allocated nothing more).",
+	})
 )
 
 func init() {
-	metrics.Registry.MustRegister(allocationDuration, allocationConflicts)
+	metrics.Registry.MustRegister(allocationDuration, allocationConflicts, allocationReplays)
 }
 
 const (

@@ -10,14 +10,12 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"github.com/netfleet/netfleet/api/v1alpha1"
@@ -41,14 +39,6 @@ const (
 )
 
 var errKeyReused = errors.New("the Idempotency-Key was used for another request in this namespace")
-
-var allocationReplays = prometheus.NewCounter(prometheus.CounterOpts{
-	Name: "netfleet_operator_allocation_replays_total",
-	Help: "Allocator requests with an Idempotency-Key answered with the result of an earlier " +
-		"request with the same key (retries that allocated nothing more).",
-})
-
-func init() { metrics.Registry.MustRegister(allocationReplays) }
 
 // idempotencyRecordName is the name of the record of key: a hash, since a key may hold any
 // printable characters.

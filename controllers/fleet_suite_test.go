@@ -6,9 +6,6 @@ import (
 	"net"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -28,7 +25,8 @@ const testIdempotencyTTL = 8 * time.Second
 var allocatorTokenSecret = types.NamespacedName{Namespace: "netfleet-system", Name: "netfleet-allocator-token"}
 
 // setupFleetControllers adds the Fleet and allocation controllers and the allocator endpoint to
-// the suite's manager.
+// the suite's manager. The token Secret's namespace, the operator's own, exists already
+// (operatorConfig).
 func setupFleetControllers(ctx context.Context, mgr ctrl.Manager) error {
 	if err := NewFleetReconciler(mgr, FleetOptions{}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setup fleet: %w", err)
@@ -43,10 +41,6 @@ func setupFleetControllers(ctx context.Context, mgr ctrl.Manager) error {
 	}
 	if err := NewIdempotencyRecordReconciler(mgr, testIdempotencyTTL).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setup allocation records: %w", err)
-	}
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: allocatorTokenSecret.Namespace}}
-	if err := k8s.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("create namespace %s: %w", ns.Name, err)
 	}
 	var lc net.ListenConfig
 	ln, err := lc.Listen(ctx, "tcp", "127.0.0.1:0")
