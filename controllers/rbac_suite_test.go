@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -61,4 +62,21 @@ func operatorConfig(ctx context.Context, c client.Client) (*rest.Config, error) 
 	cfg := rest.CopyConfig(restCfg)
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: operatorUser}
 	return cfg, nil
+}
+
+// TestLeaderElectionEvent: the operator records its election as a core Event on its Lease, which
+// the leader-election Role must allow (the GameServer Events are of events.k8s.io).
+func TestLeaderElectionEvent(t *testing.T) {
+	waitFor(t, waitLong, "the operator's LeaderElection Event", func() (bool, error) {
+		var events corev1.EventList
+		if err := k8s.List(context.Background(), &events, client.InNamespace("netfleet-system")); err != nil {
+			return false, err
+		}
+		for _, e := range events.Items {
+			if e.Reason == "LeaderElection" && e.InvolvedObject.Kind == "Lease" && e.InvolvedObject.Name == "netfleet-operator" {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
 }
