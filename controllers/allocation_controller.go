@@ -47,8 +47,21 @@ func NewAllocationReconciler(mgr ctrl.Manager, alloc *Allocator, concurrency int
 	}
 }
 
-// SetupWithManager registers the reconciler for allocations that have no result yet.
+// allocatedByField indexes the operator's cached GameServers by status.allocatedBy.
+const allocatedByField = "status.allocatedBy"
+
+// SetupWithManager registers the reconciler for allocations that have no result yet, and the
+// GameServer index it finds earlier results by.
 func (r *AllocationReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	err := mgr.GetFieldIndexer().IndexField(context.Background(), &v1alpha1.GameServer{}, allocatedByField, func(o client.Object) []string {
+		if gs, ok := o.(*v1alpha1.GameServer); ok && gs.Status.AllocatedBy != "" {
+			return []string{gs.Status.AllocatedBy}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("index gameservers by %s: %w", allocatedByField, err)
+	}
 	pending := predicate.NewPredicateFuncs(func(o client.Object) bool {
 		a, ok := o.(*v1alpha1.GameServerAllocation)
 		return ok && a.Status.State == ""
@@ -78,7 +91,13 @@ func (r *AllocationReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	st, ok := r.pending(req.NamespacedName, a.UID)
 	if !ok {
 		var err error
-		st, err = r.alloc.Allocate(ctx, a.Namespace, a.Spec, allocSourceResource)
+		if st, ok, err = r.servedEarlier(ctx, a); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	if !ok {
+		var err error
+		st, err = r.alloc.AllocateFor(ctx, a)
 		if err != nil {
 			return ctrl.Result{}, err
 		}
@@ -98,6 +117,26 @@ func (r *AllocationReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	r.forget(req.NamespacedName)
 	ctrl.LoggerFrom(ctx).V(1).Info("allocation served", "state", st.State, "gameserver", st.GameServerName, "reason", st.Reason)
 	return ctrl.Result{}, nil
+}
+
+// servedEarlier finds the server an earlier attempt allocated for a, one whose result was never
+// recorded (the operator stopped, or lost leadership, between the two writes): the server marked
+// with a's UID. The operator's cache lists every GameServer when it starts, so a new leader sees
+// the marks of the old one.
+func (r *AllocationReconciler) servedEarlier(ctx context.Context, a *v1alpha1.GameServerAllocation) (v1alpha1.GameServerAllocationStatus, bool, error) {
+	var list v1alpha1.GameServerList
+	if err := r.List(ctx, &list, client.InNamespace(a.Namespace), client.MatchingFields{allocatedByField: string(a.UID)}); err != nil {
+		return v1alpha1.GameServerAllocationStatus{}, false, fmt.Errorf("list gameservers allocated by %s: %w", a.Name, err)
+	}
+	if len(list.Items) == 0 {
+		return v1alpha1.GameServerAllocationStatus{}, false, nil
+	}
+	gs := &list.Items[0]
+	ctrl.LoggerFrom(ctx).Info("allocation was served before its result was recorded; recording it now", "gameserver", gs.Name)
+	return v1alpha1.GameServerAllocationStatus{
+		State: v1alpha1.AllocationAllocated, GameServerName: gs.Name,
+		Address: gs.Status.Address, Port: gs.Status.Port, NodeName: gs.Status.NodeName,
+	}, true, nil
 }
 
 // pending returns the unrecorded result of the request key with that uid, if there is one.

@@ -19,6 +19,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -299,6 +300,51 @@ func TestAllocationUnAllocated(t *testing.T) {
 	}
 	// The one server is still Ready: nothing above took it.
 	waitFleet(t, f, fleetCounts{replicas: 1, ready: 1, updated: 1})
+}
+
+// TestAllocationServedBeforeRecorded: a GameServerAllocation whose server was marked Allocated
+// but whose result was never recorded — the state an operator that stopped between the two
+// writes leaves — is answered with that server, found by status.allocatedBy, not with a second
+// one. Allocations through the endpoint without a key have no record and mark no allocatedBy.
+func TestAllocationServedBeforeRecorded(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	f := newFleet(ns, "crash", 3)
+	if err := k8s.Create(ctx, f); err != nil {
+		t.Fatal(err)
+	}
+	waitFleet(t, f, fleetCounts{replicas: 3, ready: 3, updated: 3})
+	a := &v1alpha1.GameServerAllocation{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "match-1"}, Spec: v1alpha1.GameServerAllocationSpec{Fleet: "crash"}}
+	if err := k8s.Create(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	first := waitAllocation(t, a)
+	if first.State != v1alpha1.AllocationAllocated {
+		t.Fatalf("allocation: %+v", first)
+	}
+	var gs v1alpha1.GameServer
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: first.GameServerName}, &gs); err != nil {
+		t.Fatal(err)
+	}
+	if gs.Status.AllocatedBy != string(a.UID) {
+		t.Fatalf("%s: status.allocatedBy %q, want the allocation's UID %q", gs.Name, gs.Status.AllocatedBy, a.UID)
+	}
+	// The result is lost; the server stays marked.
+	if err := k8s.Status().Patch(ctx, a, client.RawPatch(types.MergePatchType, []byte(`{"status":null}`))); err != nil {
+		t.Fatal(err)
+	}
+	if again := waitAllocation(t, a); again != first {
+		t.Fatalf("served again as %+v, want the first result %+v", again, first)
+	}
+	waitFleet(t, f, fleetCounts{replicas: 3, ready: 2, allocated: 1, updated: 3})
+
+	st := allocateHTTP(t, ns, v1alpha1.GameServerAllocationSpec{Fleet: "crash"})
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: st.GameServerName}, &gs); err != nil {
+		t.Fatal(err)
+	}
+	if gs.Status.State != v1alpha1.GameServerStateAllocated || gs.Status.AllocatedBy != "" {
+		t.Fatalf("%s after an allocation without a record: state %s, allocatedBy %q", gs.Name, gs.Status.State, gs.Status.AllocatedBy)
+	}
 }
 
 // TestAllocatorEndpointRefuses sends requests the endpoint must refuse before allocating.

@@ -102,8 +102,18 @@ func NewAllocator(ctx context.Context, informers cache.Informers, api client.Rea
 // server, invalid selector) is an UnAllocated status, not an error; an error means the API
 // server could not be reached or refused a write for another reason than a conflict.
 func (a *Allocator) Allocate(ctx context.Context, ns string, spec v1alpha1.GameServerAllocationSpec, source string) (v1alpha1.GameServerAllocationStatus, error) {
+	return a.serve(ctx, ns, spec, source, "")
+}
+
+// AllocateFor serves the GameServerAllocation rec as Allocate does, and marks the server it
+// takes with rec's UID (status.allocatedBy) in the same write.
+func (a *Allocator) AllocateFor(ctx context.Context, rec *v1alpha1.GameServerAllocation) (v1alpha1.GameServerAllocationStatus, error) {
+	return a.serve(ctx, rec.Namespace, rec.Spec, allocSourceResource, rec.UID)
+}
+
+func (a *Allocator) serve(ctx context.Context, ns string, spec v1alpha1.GameServerAllocationSpec, source string, by types.UID) (v1alpha1.GameServerAllocationStatus, error) {
 	start := time.Now()
-	st, err := a.allocate(ctx, ns, spec)
+	st, err := a.allocate(ctx, ns, spec, by)
 	result := string(st.State)
 	if err != nil {
 		result = "error"
@@ -112,7 +122,7 @@ func (a *Allocator) Allocate(ctx context.Context, ns string, spec v1alpha1.GameS
 	return st, err
 }
 
-func (a *Allocator) allocate(ctx context.Context, ns string, spec v1alpha1.GameServerAllocationSpec) (v1alpha1.GameServerAllocationStatus, error) {
+func (a *Allocator) allocate(ctx context.Context, ns string, spec v1alpha1.GameServerAllocationSpec, by types.UID) (v1alpha1.GameServerAllocationStatus, error) {
 	sel, err := spec.LabelSelector()
 	if err != nil {
 		return unallocated(v1alpha1.AllocationReasonInvalid, err.Error()), nil
@@ -133,7 +143,7 @@ func (a *Allocator) allocate(ctx context.Context, ns string, spec v1alpha1.GameS
 			}
 			continue
 		}
-		st, ok, err := a.mark(ctx, gs, sel, c)
+		st, ok, err := a.mark(ctx, gs, sel, c, by)
 		if ok || err != nil {
 			return st, err
 		}
@@ -150,7 +160,7 @@ func (a *Allocator) allocate(ctx context.Context, ns string, spec v1alpha1.GameS
 		if !mine {
 			continue
 		}
-		st, ok, err := a.mark(ctx, gs, sel, c)
+		st, ok, err := a.mark(ctx, gs, sel, c, by)
 		if ok || err != nil {
 			return st, err
 		}
@@ -162,14 +172,19 @@ func (a *Allocator) allocate(ctx context.Context, ns string, spec v1alpha1.GameS
 	return unallocated(v1alpha1.AllocationReasonNoReadyServer, msg), nil
 }
 
-// mark tries to mark gs Allocated for the claim c (which it ends), re-reading the server when it
-// changed since it was read. It reports whether it took the server.
-func (a *Allocator) mark(ctx context.Context, gs *v1alpha1.GameServer, sel labels.Selector, c *claim) (v1alpha1.GameServerAllocationStatus, bool, error) {
+// mark tries to mark gs Allocated for the claim c (which it ends), with status.allocatedBy by if
+// by is set, re-reading the server when it changed since it was read. It reports whether it took
+// the server.
+func (a *Allocator) mark(ctx context.Context, gs *v1alpha1.GameServer, sel labels.Selector, c *claim, by types.UID) (v1alpha1.GameServerAllocationStatus, bool, error) {
 	taken := false
 	defer func() { a.release(gs.UID, c, taken) }()
 	rv := gs.ResourceVersion
 	for range triesPerServer {
-		patch := fmt.Appendf(nil, `{"metadata":{"resourceVersion":%q},"status":{"state":%q}}`, rv, v1alpha1.GameServerStateAllocated)
+		patch := fmt.Appendf(nil, `{"metadata":{"resourceVersion":%q},"status":{"state":%q`, rv, v1alpha1.GameServerStateAllocated)
+		if by != "" {
+			patch = fmt.Appendf(patch, `,"allocatedBy":%q`, by)
+		}
+		patch = append(patch, "}}"...)
 		out := &v1alpha1.GameServer{ObjectMeta: metav1.ObjectMeta{Namespace: gs.Namespace, Name: gs.Name}}
 		err := a.write.Status().Patch(ctx, out, client.RawPatch(types.MergePatchType, patch))
 		switch {

@@ -217,6 +217,15 @@ type GameServerStatus struct {
 	// +kubebuilder:validation:MaxLength=253
 	NodeName string `json:"nodeName,omitempty"`
 
+	// AllocatedBy is the UID of the GameServerAllocation that allocated the server, set in the
+	// same write that marks it Allocated. An allocation served through the allocator endpoint
+	// without an Idempotency-Key has no GameServerAllocation and leaves it empty. An operator that
+	// stops between marking a server and recording the result in the GameServerAllocation finds
+	// the server by it, instead of allocating a second one.
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	AllocatedBy string `json:"allocatedBy,omitempty"`
+
 	// Netcode reports the config the process runs.
 	// +optional
 	Netcode GameServerNetcodeStatus `json:"netcode,omitzero"`
