@@ -18,8 +18,9 @@
 //     radius, so entities on the edge do not flicker in and out;
 //  2. finds the newest record of each tracked entity among the packets acknowledged since the
 //     last frame;
-//  3. in one pass over the tracked entities (kept sorted by slot, so the pass streams through
-//     memory) applies those acknowledgements, turns entities that left, died or were replaced
+//  3. in one pass over the tracked entities (each keeps its position in the session's array while
+//     tracked; a position freed is reused, and the array is compacted when it is more than half
+//     holes) applies those acknowledgements, turns entities that left, died or were replaced
 //     into despawns, and grows the priority of every entity with something to send (a spawn, a
 //     despawn, or a state that changed since the acknowledged baseline). Relevance falls with
 //     distance from 1 at the focus to 0.25 at the radius; entities entering interest start at
@@ -55,10 +56,11 @@
 //
 // # Baselines and acknowledgements
 //
-// Each packet's records are remembered as (entity, send count) in a fixed ring with the packet's
-// tick; the states themselves come from the world's state history, and a baseline is copied into
-// the session only once it is 8 ticks old (entities at rest, long round trips), well before it
-// leaves that history, so a session can also go unbuilt for a while and keep it. When the
+// Each packet's records are remembered as (replica position, send count) in a fixed ring with
+// the packet's tick, so an acknowledgement finds its replicas without a lookup; the states
+// themselves come from the world's state history, and a baseline is copied into the session only
+// once it is 8 ticks old (entities at rest, long round trips), well before it leaves that
+// history, so a session can also go unbuilt for a while and keep it. When the
 // client acknowledges a packet (HandleAck), each entity in it whose recorded tick is newer than
 // its baseline takes that tick's state as its new baseline. Deltas name the baseline's tick, so a
 // client resolves them from its own history; when the baseline is older than MaxBaselineAge, or

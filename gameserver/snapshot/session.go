@@ -45,8 +45,9 @@ var (
 	ErrAckFuture = errors.New("snapshot: ACK acknowledges a sequence not sent yet")
 )
 
-// replica is what a session knows of one entity (one slot). Replicas are kept sorted by slot, so
-// the per-tick pass over them streams through memory.
+// replica is what a session knows of one entity (one slot). A replica keeps its position in the
+// session's array while its slot is tracked, so the records of sent packets name it by position;
+// the position of a slot no longer tracked is a hole until a new replica takes it.
 //
 // A baseline is named by its tick; its state is read from the world's state history, and copied
 // into the session (bases) only once it is storeAge ticks old, which happens to entities at rest.
@@ -66,12 +67,13 @@ type replica struct {
 	leaving    bool   // despawning since minPromote: it left interest, died or was replaced
 	everSent   bool   // the client may hold the entity
 	baseStored bool   // the baseline is in bases rather than read from the world's history
+	hole       bool   // no replica: the position is in Session.free (leaving is set too)
 }
 
 // Buckets other than priority buckets, in scratch.bucket.
 const (
 	notCandidate = 0xff // nothing to send this tick
-	dropped      = 0xfe // the client no longer needs the replica: compact removes it
+	dropped      = 0xfe // the client no longer needs the replica: compact frees its position
 	other        = 0xfd // classify left the replica to collectOther
 )
 
@@ -83,9 +85,10 @@ type sentPacket struct {
 	valid, acked, lost bool
 }
 
-// A sent record is its slot and, above it, the replica's send count: records of an earlier
-// incarnation of the slot are told apart by their tick (minPromote), not by a generation.
-func sentRecord(slot, sendIdx uint16) uint32 { return uint32(slot) | uint32(sendIdx)<<16 }
+// A sent record is its replica's position and, above it, the replica's send count: records of an
+// earlier replica at the position, or an earlier incarnation of the slot, are told apart by their
+// tick (minPromote), not by a generation.
+func sentRecord(pos, sendIdx uint16) uint32 { return uint32(pos) | uint32(sendIdx)<<16 }
 
 // Stats are a session's cumulative counters.
 type Stats struct {
@@ -131,8 +134,9 @@ type Session struct {
 	cfg     Config
 	focus   world.ID
 
-	reps     []replica        // sorted by slot
+	reps     []replica        // by position, holes included
 	bases    []protocol.State // parallel to reps: baselines that aged out of the world history
+	free     []uint16         // the holes in reps
 	index    slotIndex
 	ackQueue []uint16 // ring indices acknowledged since the last frame
 
@@ -154,7 +158,7 @@ type Session struct {
 	rtt          float32 // smoothed round trip, ticks
 	clientTick   uint32
 	resetPending bool
-	removed      bool   // collect dropped replicas
+	removed      bool   // collect dropped replicas, whose positions compact frees
 	warmed       uint32 // what promote read ahead, kept so that its loads are not left out
 
 	enc   protocol.SnapshotEncoder
@@ -177,6 +181,7 @@ func NewSession(w *world.World, cfg Config) (*Session, error) {
 		cfg:      cfg,
 		reps:     make([]replica, 0, initial),
 		bases:    make([]protocol.State, 0, initial),
+		free:     make([]uint16, 0, initial),
 		index:    newSlotIndex(w.Capacity()),
 		ackQueue: make([]uint16, 0, ringSize),
 		arena:    make([]uint32, arenaSize),
@@ -203,6 +208,7 @@ func (s *Session) forget() {
 	s.index.clear()
 	s.reps = s.reps[:0]
 	s.bases = s.bases[:0]
+	s.free = s.free[:0]
 	s.ackQueue = s.ackQueue[:0]
 	for i := range s.ring {
 		s.ring[i].valid = false
@@ -244,14 +250,14 @@ func (s *Session) ReportClientTick(tick uint32) {
 func (s *Session) RTTTicks() float32 { return s.rtt }
 
 // Known is the number of entities the session tracks for its client.
-func (s *Session) Known() int { return len(s.reps) }
+func (s *Session) Known() int { return len(s.reps) - len(s.free) }
 
 // MemoryBytes is the memory the session holds, for state-pool accounting.
 func (s *Session) MemoryBytes() int {
 	return int(unsafe.Sizeof(*s)) +
 		cap(s.reps)*int(unsafe.Sizeof(replica{})) +
 		cap(s.bases)*int(unsafe.Sizeof(protocol.State{})) +
-		s.index.bytes() +
+		cap(s.free)*2 + s.index.bytes() +
 		cap(s.ackQueue)*2 + cap(s.arena)*4
 }
 
@@ -297,7 +303,7 @@ func (s *Session) BuildFrame(budget int, nowUnixMs int64, f *Frame) error {
 	s.collect(tick, update, updateFar, fx, fy, focused)
 	s.list(tick)
 	s.emit(tick, budget, uint32(nowUnixMs), flags, f)
-	s.compact()
+	s.compact(tick)
 	s.scratch.put(s.sc)
 	s.sc = nil
 	s.lastBuild = tick
@@ -306,9 +312,10 @@ func (s *Session) BuildFrame(budget int, nowUnixMs int64, f *Frame) error {
 }
 
 // promote finds, for every replica, the newest of its records in the packets acknowledged since
-// the last frame; collect's pass applies them. The records come in packet order, not slot order:
-// noting them in the scratch array, which is in the CPU's caches, rather than in the replicas,
-// which are not yet, leaves collect to bring each replica in once and in order.
+// the last frame; collect's pass applies them. A record names its replica's position. The
+// records come in packet order, not in the replicas' order: noting them in the scratch array,
+// which is in the CPU's caches, rather than in the replicas, which are not yet, leaves collect to
+// bring each replica in once and in order.
 func (s *Session) promote() {
 	n := len(s.reps)
 	acked := slices.Grow(s.sc.acked[:0], n)[:n]
@@ -334,7 +341,7 @@ func (s *Session) promote() {
 		mt := uint64(e.tick) << 16
 		for k, end := e.start, e.start+uint32(e.count); k != end; k++ {
 			rec := arena[k&(arenaSize-1)]
-			if r, ok := s.index.find(uint16(rec)); ok {
+			if r := int(uint16(rec)); r < n {
 				acked[r] = max(acked[r], mt|uint64(rec>>16))
 			}
 		}
@@ -343,36 +350,27 @@ func (s *Session) promote() {
 }
 
 // gather finds entities within the interest radius that the session does not track yet and adds
-// them, in slot order, as spawns.
+// them as spawns, in the holes first.
 func (s *Session) gather(tick uint32, fx, fy float32) {
 	r := s.cfg.InterestRadius
 	fresh := s.w.QueryNew(fx, fy, r, s.index.bits, s.sc.fresh[:0])
 	s.sc.fresh = fresh
-	if len(fresh) == 0 {
-		return
-	}
-	fresh = fresh[:min(len(fresh), maxReplicas-len(s.reps))]
-	slices.SortFunc(fresh, func(a, b world.Hit) int { return int(a.Slot) - int(b.Slot) })
-	// Merge from the back: each replica moves at most once.
-	n, k := len(s.reps), len(fresh)
-	s.reps = slices.Grow(s.reps, k)[:n+k]
-	s.bases = slices.Grow(s.bases, k)[:n+k]
-	i, j := n-1, k-1
+	fresh = fresh[:min(len(fresh), maxReplicas-s.Known())]
 	inv := (1 - minRelevance) / (r * r)
-	for d := n + k - 1; j >= 0; d-- {
-		if i >= 0 && s.reps[i].slot > fresh[j].Slot {
-			s.reps[d], s.bases[d] = s.reps[i], s.bases[i]
-			i--
-			continue
+	for _, nc := range fresh {
+		i := len(s.reps)
+		if n := len(s.free); n > 0 {
+			i = int(s.free[n-1])
+			s.free = s.free[:n-1]
+		} else {
+			s.reps = append(s.reps, replica{})
+			s.bases = append(s.bases, protocol.State{})
 		}
-		nc := fresh[j]
-		s.reps[d] = replica{slot: nc.Slot}
-		s.start(&s.reps[d], s.w.Gen(nc.Slot), tick, max(minRelevance, 1-nc.Dist2*inv))
-		s.bases[d] = protocol.State{}
-		s.index.set(nc.Slot)
-		j--
+		s.reps[i] = replica{slot: nc.Slot}
+		s.start(&s.reps[i], s.w.Gen(nc.Slot), tick, max(minRelevance, 1-nc.Dist2*inv))
+		s.bases[i] = protocol.State{}
+		s.index.set(nc.Slot, i)
 	}
-	s.index.recount()
 }
 
 // start makes rep a fresh spawn of incarnation gen. A spawn replaces whatever the client holds
@@ -392,7 +390,7 @@ func (s *Session) bump() {
 		if !s.index.has(b.Slot) {
 			continue
 		}
-		if rep := &s.reps[s.index.rank(b.Slot)]; rep.gen == b.Gen && !rep.leaving {
+		if rep := &s.reps[s.index.pos[b.Slot]]; rep.gen == b.Gen && !rep.leaving {
 			rep.priority += b.Amount
 		}
 	}
@@ -502,6 +500,9 @@ func (s *Session) collectOther(p *pass, i int) {
 	sc := s.sc
 	sc.bucket[i] = notCandidate
 	rep := &s.reps[i]
+	if rep.hole {
+		return
+	}
 	tick := p.tick
 	if a := sc.acked[i]; a != 0 && uint32(a>>16) >= rep.minPromote {
 		if rep.leaving {
@@ -538,39 +539,44 @@ func (s *Session) collectOther(p *pass, i int) {
 	sc.counts[b&(nBuckets-1)]++
 }
 
-// drop marks replica i for compact to remove.
+// drop marks replica i for compact to free.
 func (s *Session) drop(i int) {
 	s.index.unset(s.reps[i].slot)
 	s.sc.bucket[i] = dropped
 	s.removed = true
 }
 
-// compact removes the replicas collect dropped, after the frame is built, moving the rest down
-// in runs.
-func (s *Session) compact() {
+// compact frees the positions of the replicas collect dropped, after the frame of tick is built.
+// When holes are more than half of the array, it moves the replicas down over them, so that the
+// per-tick pass does not visit a mostly empty array; the records in flight of a replica that
+// moved name its old position, so their acknowledgements are ignored (minPromote) and its
+// baseline waits for a record sent from its new position.
+func (s *Session) compact(tick uint32) {
 	if !s.removed {
 		return
 	}
-	buckets := s.sc.bucket[:len(s.reps)]
+	for i, b := range s.sc.bucket[:len(s.reps)] {
+		if b == dropped {
+			s.reps[i] = replica{hole: true, leaving: true}
+			s.free = append(s.free, uint16(i))
+		}
+	}
+	if len(s.free) < 32 || 2*len(s.free) <= len(s.reps) {
+		return
+	}
 	j := 0
-	for i := 0; i < len(buckets); {
-		if buckets[i] == dropped {
-			i++
+	for i := range s.reps {
+		if s.reps[i].hole {
 			continue
 		}
-		k := i + 1
-		for k < len(buckets) && buckets[k] != dropped {
-			k++
+		if i != j {
+			s.reps[j], s.bases[j] = s.reps[i], s.bases[i]
+			s.reps[j].minPromote = tick + 1
+			s.index.pos[s.reps[j].slot] = uint16(j)
 		}
-		if j != i {
-			copy(s.reps[j:], s.reps[i:k])
-			copy(s.bases[j:], s.bases[i:k])
-		}
-		j += k - i
-		i = k
+		j++
 	}
-	s.reps, s.bases = s.reps[:j], s.bases[:j]
-	s.index.recount()
+	s.reps, s.bases, s.free = s.reps[:j], s.bases[:j], s.free[:0]
 }
 
 // storeBaseline copies replica i's baseline out of the world's history, or drops it if it aged
@@ -784,7 +790,7 @@ func (s *Session) sent(written []uint16, tick uint32) {
 	head := s.arenaHead
 	for _, ri := range written {
 		rep := &reps[ri]
-		arena[head&(arenaSize-1)] = sentRecord(rep.slot, rep.sendCount)
+		arena[head&(arenaSize-1)] = sentRecord(ri, rep.sendCount)
 		head++
 		rep.sendCount++
 		rep.lastSent = tick
@@ -929,7 +935,7 @@ func (s *Session) needFull(id uint16) {
 	if int(id) >= s.w.Capacity() || !s.index.has(id) {
 		return
 	}
-	rep := &s.reps[s.index.rank(id)]
+	rep := &s.reps[s.index.pos[id]]
 	if rep.leaving {
 		return
 	}

@@ -198,7 +198,7 @@ func TestNeedFull(t *testing.T) {
 	var id uint16
 	found := false
 	for _, hit := range h.w.Query(0, 0, 1000, nil) {
-		if l.sess.index.has(hit.Slot) && l.sess.reps[l.sess.index.rank(hit.Slot)].baseTick != 0 {
+		if l.sess.index.has(hit.Slot) && l.sess.reps[l.sess.index.pos[hit.Slot]].baseTick != 0 {
 			id, found = hit.Slot, true
 			break
 		}
@@ -463,5 +463,126 @@ func TestSkippedSessionCatchesUp(t *testing.T) {
 	}
 	if d := h.diff(l); len(d) > 0 {
 		t.Fatalf("did not converge: %d problems, first %q", len(d), d[0])
+	}
+}
+
+// checkPositions checks the replica array against the slot index: every replica that is not a
+// hole is tracked at its own position, every hole is free, and Known counts the replicas.
+func checkPositions(t *testing.T, s *Session) {
+	t.Helper()
+	holes := map[int]bool{}
+	for _, p := range s.free {
+		holes[int(p)] = true
+	}
+	for i := range s.reps {
+		rep := &s.reps[i]
+		if rep.hole != holes[i] {
+			t.Fatalf("position %d: hole %v, in the free list %v", i, rep.hole, holes[i])
+		}
+		if p, ok := s.index.find(rep.slot); !rep.hole && (!ok || p != i) {
+			t.Fatalf("position %d: slot %d indexed at %d (tracked %v)", i, rep.slot, p, ok)
+		}
+	}
+	if s.Known() != len(s.reps)-len(holes) || len(holes) != len(s.free) {
+		t.Fatalf("Known %d, %d positions, %d holes (%d free)", s.Known(), len(s.reps), len(holes), len(s.free))
+	}
+}
+
+// TestHolesAndCompaction: replicas keep their positions while entities come and go; when most of
+// a session's entities leave at once (its interest radius shrinks to a third) the array is
+// compacted, and the replicas that moved still converge, over lossy, delaying links, as do those
+// that fill the holes when the radius grows back.
+func TestHolesAndCompaction(t *testing.T) {
+	cfg := testConfig()
+	h := newHarness(t, busyWorld(11), cfg)
+	for range 2 {
+		h.addLink(2400, 100, 4)
+	}
+	// A replica that compaction moved must ignore the acknowledgements of records sent before it
+	// moved, which name its old position: until a record sent from its new position is
+	// acknowledged, its baseline stays where it was (or is dropped).
+	type placed struct {
+		pos            int
+		movedAt, base0 uint32 // the tick it last moved at (0: never) and its baseline then
+	}
+	where := make([]map[uint16]placed, len(h.links))
+	for i := range where {
+		where[i] = map[uint16]placed{}
+	}
+	run := func(ticks int) {
+		for range ticks {
+			h.tick(dt)
+			tick := h.w.Tick()
+			for li, l := range h.links {
+				s := l.sess
+				checkPositions(t, s)
+				now := map[uint16]placed{}
+				for i := range s.reps {
+					rep := &s.reps[i]
+					if rep.hole {
+						continue
+					}
+					pl, ok := where[li][rep.slot]
+					switch {
+					case !ok:
+						pl = placed{pos: i}
+					case pl.pos != i:
+						pl = placed{pos: i, movedAt: tick, base0: rep.baseTick}
+					case pl.movedAt != 0 && rep.baseTick != pl.base0 && rep.baseTick != 0 && rep.baseTick <= pl.movedAt:
+						t.Fatalf("link %d: slot %d moved at tick %d with baseline %d, took baseline %d at tick %d", li, rep.slot, pl.movedAt, pl.base0, rep.baseTick, tick)
+					}
+					now[rep.slot] = pl
+				}
+				where[li] = now
+			}
+		}
+	}
+	setRadius := func(r float32) {
+		h.cfg.InterestRadius = r
+		for _, l := range h.links {
+			if err := l.sess.SetConfig(h.cfg); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	run(300)
+	peak := make([]int, len(h.links))
+	for i, l := range h.links {
+		peak[i] = len(l.sess.reps)
+	}
+	setRadius(cfg.InterestRadius / 3)
+	run(300)
+	for i, l := range h.links {
+		if len(l.sess.reps) >= peak[i]/2 {
+			t.Fatalf("link %d: %d positions for %d entities, from %d: not compacted", i, len(l.sess.reps), l.sess.Known(), peak[i])
+		}
+		moved := 0
+		for _, pl := range where[i] {
+			if pl.movedAt != 0 {
+				moved++
+			}
+		}
+		if moved == 0 {
+			t.Fatalf("link %d: compaction moved no replica", i)
+		}
+	}
+	setRadius(cfg.InterestRadius)
+	run(300)
+	quiet := 0
+	for ; quiet < 2000; quiet++ {
+		h.tick(0)
+		done := true
+		for _, l := range h.links {
+			done = done && len(h.diff(l)) == 0
+		}
+		if done {
+			break
+		}
+	}
+	for i, l := range h.links {
+		if d := h.diff(l); len(d) > 0 {
+			t.Fatalf("link %d did not converge after %d quiet ticks: %d problems, first %q", i, quiet, len(d), d[0])
+		}
+		t.Logf("link %d converged after %d quiet ticks: view %d, %d positions, session %+v", i, quiet, l.cl.Len(), len(l.sess.reps), l.sess.Stats())
 	}
 }
