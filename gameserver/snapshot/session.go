@@ -677,34 +677,39 @@ func (s *Session) list(tick uint32) {
 	}
 }
 
-// place puts each candidate at its position in the list, with its record if it is a delta in the
-// world's record cache; it lists the positions of the deltas to encode in sc.encode and returns
-// how many it listed.
+// place puts each candidate at its position in the list, then reads the list in order for the
+// records: a delta's from the world's record cache if it is there; it lists the positions of the
+// deltas to encode in sc.encode and returns how many it listed. Two loops with few values each
+// keep them in registers, where one did not.
 func (s *Session) place(tick uint32) (encode int) {
 	sc := s.sc
 	m := len(s.reps)
-	reps, buckets, counts, entries := s.reps[:m], sc.bucket[:m], &sc.counts, s.cache.entries
-	cands, candBits, candLen, encodeList := sc.cands, sc.candBits, sc.candLen, sc.encode
+	buckets, counts, cands := sc.bucket[:m], &sc.counts, sc.cands
 	for i, b := range buckets {
-		if b >= nBuckets {
+		if b < nBuckets {
+			c := counts[b]
+			counts[b] = c + 1
+			cands[c] = uint16(i)
+		}
+	}
+	reps, entries := s.reps[:m], s.cache.entries
+	candBits, candLen, encodeList := sc.candBits[:len(cands)], sc.candLen[:len(cands)], sc.encode[:len(cands)]
+	key := uint64(tick) << (32 - recordLenBits)
+	for c, ri := range cands {
+		rep := &reps[ri]
+		age := tick - rep.baseTick
+		if age > protocol.MaxBaselineAge || rep.baseTick == 0 || rep.leaving ||
+			rep.sendCount-rep.baseSend-1 >= protocol.HistoryDepth-1 {
+			candBits[c], candLen[c] = 0, recEncoded
 			continue
 		}
-		c := counts[b]
-		counts[b] = c + 1
-		cands[c] = uint16(i)
-		rep := &reps[i]
-		bits, l := uint64(0), uint8(recEncoded)
-		if age := tick - rep.baseTick; age <= protocol.MaxBaselineAge && rep.baseTick != 0 && !rep.leaving &&
-			rep.sendCount-rep.baseSend-1 < protocol.HistoryDepth-1 {
-			e := &entries[int(rep.slot)*cacheWays+int(age&(cacheWays-1))]
-			if k := e.key.Load(); k>>recordLenBits == uint64(tick)<<(32-recordLenBits)|uint64(age) {
-				bits, l = e.bits, uint8(k) // recEqual, or a short delta's length
-			} else {
-				encodeList[encode] = uint16(c)
-				encode++
-			}
+		e := &entries[int(rep.slot)*cacheWays+int(age&(cacheWays-1))]
+		if k := e.key.Load(); k>>recordLenBits == key|uint64(age) {
+			candBits[c], candLen[c] = e.bits, uint8(k) // recEqual, or a short delta's length
+		} else {
+			encodeList[encode] = uint16(c)
+			encode++
 		}
-		candBits[c], candLen[c] = bits, l
 	}
 	return encode
 }
