@@ -229,15 +229,21 @@ func (e *SnapshotEncoder) AppendBits(v []uint64, n []uint8) int {
 // pattern the CPU could predict a branch on.
 func (e *SnapshotEncoder) appendWords(v []uint64, n []uint8) int {
 	w := &e.w
-	room := w.limit - w.bits
 	acc, nacc, o := w.acc, w.nacc, w.n
 	buf := w.buf
 	last := len(buf) - 8 // the last offset a word can be stored at
+	if o > last {
+		return 0
+	}
+	// A record is stored at the offset of the word its first bit falls in, so one that ends
+	// within the bits up to the end of the word at last starts in a word at or before last.
+	room := min(w.limit-w.bits, ((last-o)>>3+1)<<6-int(nacc))
+	start := room
 	v = v[:len(n)]
 	j := 0
 	for ; j < len(n); j++ {
 		k := uint(n[j])
-		if k-1 >= 64 || int(k) > room || o > last {
+		if k-1 >= 64 || int(k) > room {
 			break
 		}
 		room -= int(k)
@@ -255,7 +261,7 @@ func (e *SnapshotEncoder) appendWords(v []uint64, n []uint8) int {
 		nacc &= 63
 	}
 	w.acc, w.nacc, w.n = acc, nacc, o
-	w.bits = w.limit - room
+	w.bits += start - room
 	e.records += j
 	return j
 }
