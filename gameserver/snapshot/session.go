@@ -789,20 +789,24 @@ func (s *Session) emit(tick uint32, budget int, nowMs uint32, flags uint8, f *Fr
 	}
 }
 
-// sent remembers the records of replicas written to the open packet.
+// sent remembers the records of replicas written to the open packet, in the arena's ring: in one
+// run, or two where the ring wraps.
 func (s *Session) sent(written []uint16, tick uint32) {
-	reps, arena := s.reps, s.arena[:arenaSize]
-	head := s.arenaHead
-	for _, ri := range written {
-		rep := &reps[ri]
-		arena[head&(arenaSize-1)] = sentRecord(ri, rep.sendCount)
-		head++
-		rep.sendCount++
-		rep.lastSent = tick
-		rep.priority = 0
-		rep.everSent = true
+	reps := s.reps
+	for len(written) > 0 {
+		at := s.arenaHead & (arenaSize - 1)
+		run := s.arena[at:min(arenaSize, at+uint32(len(written)))]
+		for k, ri := range written[:len(run)] {
+			rep := &reps[ri]
+			run[k] = sentRecord(ri, rep.sendCount)
+			rep.sendCount++
+			rep.lastSent = tick
+			rep.priority = 0
+			rep.everSent = true
+		}
+		s.arenaHead += uint32(len(run))
+		written = written[len(run):]
 	}
-	s.arenaHead = head
 }
 
 // What write did with a record.
