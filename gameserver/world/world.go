@@ -461,10 +461,12 @@ func (w *World) Position(id ID) (x, y, z float32, ok bool) {
 	return p[0], p[1], p[2], true
 }
 
-// Bump raises the replication priority of the entity for this tick (until the next Step). It
-// reports false if id names no live entity.
+// Bump raises the replication priority of the entity for this tick (until the next Step), by
+// amount, in ticks of full relevance. It reports false, and bumps nothing, if id names no live
+// entity or amount is not a positive finite number: a priority only grows until the entity is
+// sent, and the sessions order entities by it.
 func (w *World) Bump(id ID, amount float32) bool {
-	if !w.Valid(id) {
+	if !w.Valid(id) || !(amount > 0 && amount <= math.MaxFloat32) {
 		return false
 	}
 	w.bumps = append(w.bumps, Bump{Slot: id.Slot(), Gen: id.Gen(), Amount: amount})

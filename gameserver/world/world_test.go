@@ -229,6 +229,15 @@ func TestIDsAndAvatars(t *testing.T) {
 	if w.SetTarget(a, 0, 0) || w.Bump(a, 1) {
 		t.Fatal("stale id accepted")
 	}
+	before := len(w.Bumps())
+	for _, amount := range []float32{0, -1, float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1))} {
+		if w.Bump(b, amount) {
+			t.Errorf("Bump by %v accepted", amount)
+		}
+	}
+	if !w.Bump(b, 2.5) || len(w.Bumps()) != before+1 || w.Bumps()[before].Amount != 2.5 {
+		t.Fatalf("Bump by 2.5: bumps %+v", w.Bumps()[before:])
+	}
 	c, err := w.AddAvatar()
 	if err != nil {
 		t.Fatal(err)
