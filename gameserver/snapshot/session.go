@@ -644,8 +644,8 @@ func bucket(p float32) uint8 {
 
 // list orders the candidates by bucket, highest first, with a stable counting sort over the
 // counts collect took, and lists their records in that order, so the encoder reads them in turn.
-// A delta record comes from the world's record cache, read in slot order, or is encoded here;
-// other records are decided when they are emitted.
+// A delta record comes from the world's record cache, or is encoded here; other records are
+// decided when they are emitted.
 func (s *Session) list(tick uint32) {
 	sc := s.sc
 	counts := &sc.counts
