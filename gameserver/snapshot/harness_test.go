@@ -149,6 +149,24 @@ func deliver(q []message, now uint32, fn func([]byte)) []message {
 	return kept
 }
 
+// settle runs quiet ticks (nothing moves) until every link's client view equals the world
+// around its avatar, or limit ticks; it returns the ticks it ran.
+func (h *harness) settle(limit int) int {
+	h.t.Helper()
+	quiet := 0
+	for ; quiet < limit; quiet++ {
+		h.tick(0)
+		done := true
+		for _, l := range h.links {
+			done = done && len(h.diff(l)) == 0
+		}
+		if done {
+			break
+		}
+	}
+	return quiet
+}
+
 // diff reports how the link's client view differs from the world around its avatar: every
 // entity within the interest radius must be in the view with the server's exact quantized state,
 // and every entity of the view must exist in the world, with that state, within the exit radius.

@@ -67,17 +67,7 @@ func TestConvergence(t *testing.T) {
 					t.Fatalf("no deltas sent or nothing applied: %+v", l.sess.Stats())
 				}
 			}
-			quiet := 0
-			for ; quiet < 2000; quiet++ {
-				h.tick(0)
-				done := true
-				for _, l := range h.links {
-					done = done && len(h.diff(l)) == 0
-				}
-				if done {
-					break
-				}
-			}
+			quiet := h.settle(2000)
 			for i, l := range h.links {
 				if d := h.diff(l); len(d) > 0 {
 					t.Fatalf("link %d did not converge after %d quiet ticks: %d problems, first %q; view %d entities", i, quiet, len(d), d[0], l.cl.Len())
@@ -568,17 +558,7 @@ func TestHolesAndCompaction(t *testing.T) {
 	}
 	setRadius(cfg.InterestRadius)
 	run(300)
-	quiet := 0
-	for ; quiet < 2000; quiet++ {
-		h.tick(0)
-		done := true
-		for _, l := range h.links {
-			done = done && len(h.diff(l)) == 0
-		}
-		if done {
-			break
-		}
-	}
+	quiet := h.settle(2000)
 	for i, l := range h.links {
 		if d := h.diff(l); len(d) > 0 {
 			t.Fatalf("link %d did not converge after %d quiet ticks: %d problems, first %q", i, quiet, len(d), d[0])
