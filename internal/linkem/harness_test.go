@@ -188,19 +188,36 @@ func clientStats(p *Proxy, index int) (ClientStats, bool) {
 
 // settle waits until the proxy has taken in want packets in direction d of client index, has
 // nothing left in flight, and receiver holds every packet the proxy sent.
+//
+// A Stats snapshot reads the bytes in flight before the clients' counters, and the proxy counts
+// a packet in a moment before it counts its bytes in flight, so one snapshot can show every
+// packet in, nothing in flight and not the last packets out. The relay is done when, after every
+// packet is in, three snapshots in a row (5 ms apart) show nothing in flight and the same count
+// of packets out.
 func settle(t *testing.T, p *Proxy, index int, d direction, want uint64, receiver *endpoint) DirStats {
 	t.Helper()
 	var ds DirStats
+	allIn, idle, out := false, 0, uint64(0)
 	eventually(t, 20*time.Second, "the proxy to relay every packet", func() bool {
-		cs, ok := clientStats(p, index)
-		if !ok {
+		st := p.Stats()
+		i := slices.IndexFunc(st.Clients, func(c ClientStats) bool { return c.Index == index })
+		if i < 0 {
 			return false
 		}
-		ds = cs.Down
+		ds = st.Clients[i].Down
 		if d == upstream {
-			ds = cs.Up
+			ds = st.Clients[i].Up
 		}
-		return ds.PacketsIn == want && p.Stats().BufferedBytes == 0 && uint64(receiver.count()) >= ds.PacketsOut
+		if !allIn {
+			allIn = ds.PacketsIn == want
+			return false
+		}
+		if st.BufferedBytes != 0 || ds.PacketsOut != out {
+			idle, out = 0, ds.PacketsOut
+			return false
+		}
+		idle++
+		return idle >= 2 && uint64(receiver.count()) >= ds.PacketsOut
 	})
 	if got := uint64(receiver.count()); got != ds.PacketsOut {
 		t.Fatalf("receiver got %d packets, proxy sent %d: the kernel dropped some", got, ds.PacketsOut)
