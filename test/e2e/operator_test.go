@@ -36,21 +36,19 @@ func newOperatorProcess(bin, kubeconfig, logPath string) *operatorProcess {
 	return &operatorProcess{bin: bin, kubeconfig: kubeconfig, logPath: logPath, portRange: fmt.Sprintf("%d-%d", base, base+999)}
 }
 
-// start runs a new operator process and waits until it answers its readiness probe.
+// start runs a new operator process and waits until it answers its readiness probe and serves
+// its metrics.
 func (o *operatorProcess) start() error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.proc != nil && !o.proc.exited() {
 		return errors.New("operator already running")
 	}
-	metrics, err := freeAddr()
+	addrs, err := freeAddrs(2)
 	if err != nil {
 		return err
 	}
-	health, err := freeAddr()
-	if err != nil {
-		return err
-	}
+	metrics, health := addrs[0], addrs[1]
 	logFile, err := os.OpenFile(o.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return fmt.Errorf("operator log: %w", err)
@@ -68,12 +66,19 @@ func (o *operatorProcess) start() error {
 		return err
 	}
 	o.proc, o.metrics = proc, metrics
+	// Ready means both servers answer: the health probe starts first, and answers for a moment
+	// even when the manager fails to start the metrics server next and exits.
+	answers := func(url string) bool {
+		resp, err := httpClient.Get(url)
+		if err != nil {
+			return false
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}
 	for deadline := time.Now().Add(waitLimit); ; {
-		if resp, err := httpClient.Get("http://" + health + "/readyz"); err == nil {
-			_ = resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
+		if answers("http://"+health+"/readyz") && answers("http://"+metrics+"/metrics") && !proc.exited() {
+			return nil
 		}
 		if proc.exited() {
 			return fmt.Errorf("operator exited at start (%w); see %s", proc.err, o.logPath)

@@ -122,17 +122,25 @@ func (l *lockedFile) close() error {
 	return l.f.Close()
 }
 
-// freeAddr returns a loopback TCP address that was free a moment ago.
-func freeAddr() (string, error) {
-	ln, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		return "", fmt.Errorf("free port: %w", err)
+// freeAddrs returns n distinct loopback TCP addresses that were free a moment ago: it holds
+// each port until it has them all, so two of them cannot be the same port.
+func freeAddrs(n int) ([]string, error) {
+	addrs := make([]string, 0, n)
+	var lns []net.Listener
+	defer func() {
+		for _, ln := range lns {
+			_ = ln.Close()
+		}
+	}()
+	for range n {
+		ln, err := net.Listen("tcp4", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("free port: %w", err)
+		}
+		lns = append(lns, ln)
+		addrs = append(addrs, ln.Addr().String())
 	}
-	addr := ln.Addr().String()
-	if err := ln.Close(); err != nil {
-		return "", fmt.Errorf("free port: %w", err)
-	}
-	return addr, nil
+	return addrs, nil
 }
 
 // randomPort is a port in [lo, lo+n) for listeners on the Pods' own loopback addresses.
