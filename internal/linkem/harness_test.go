@@ -192,8 +192,8 @@ func clientStats(p *Proxy, index int) (ClientStats, bool) {
 // A Stats snapshot reads the bytes in flight before the clients' counters, and the proxy counts
 // a packet in a moment before it counts its bytes in flight, so one snapshot can show every
 // packet in, nothing in flight and not the last packets out. The relay is done when, after every
-// packet is in, three snapshots in a row (5 ms apart) show nothing in flight and the same count
-// of packets out.
+// packet is in, two snapshots in a row (5 ms apart) show nothing in flight and the same count of
+// packets out as the snapshot before them.
 func settle(t *testing.T, p *Proxy, index int, d direction, want uint64, receiver *endpoint) DirStats {
 	t.Helper()
 	var ds DirStats
