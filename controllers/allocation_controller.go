@@ -133,10 +133,7 @@ func (r *AllocationReconciler) servedEarlier(ctx context.Context, a *v1alpha1.Ga
 	}
 	gs := &list.Items[0]
 	ctrl.LoggerFrom(ctx).Info("allocation was served before its result was recorded; recording it now", "gameserver", gs.Name)
-	return v1alpha1.GameServerAllocationStatus{
-		State: v1alpha1.AllocationAllocated, GameServerName: gs.Name,
-		Address: gs.Status.Address, Port: gs.Status.Port, NodeName: gs.Status.NodeName,
-	}, true, nil
+	return allocatedTo(gs), true, nil
 }
 
 // pending returns the unrecorded result of the request key with that uid, if there is one.

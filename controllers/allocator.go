@@ -190,10 +190,7 @@ func (a *Allocator) mark(ctx context.Context, gs *v1alpha1.GameServer, sel label
 		switch {
 		case err == nil:
 			taken = true
-			return v1alpha1.GameServerAllocationStatus{
-				State: v1alpha1.AllocationAllocated, GameServerName: out.Name,
-				Address: out.Status.Address, Port: out.Status.Port, NodeName: out.Status.NodeName,
-			}, true, nil
+			return allocatedTo(out), true, nil
 		case apierrors.IsNotFound(err):
 			return v1alpha1.GameServerAllocationStatus{}, false, nil
 		case !apierrors.IsConflict(err):
@@ -405,6 +402,14 @@ func (h *candidateHeap) Pop() any {
 	old[n] = candidate{}
 	*h = old[:n]
 	return gs
+}
+
+// allocatedTo is the result of an allocation that took gs.
+func allocatedTo(gs *v1alpha1.GameServer) v1alpha1.GameServerAllocationStatus {
+	return v1alpha1.GameServerAllocationStatus{
+		State: v1alpha1.AllocationAllocated, GameServerName: gs.Name,
+		Address: gs.Status.Address, Port: gs.Status.Port, NodeName: gs.Status.NodeName,
+	}
 }
 
 func unallocated(reason, msg string) v1alpha1.GameServerAllocationStatus {

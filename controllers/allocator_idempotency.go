@@ -77,6 +77,7 @@ func (s *AllocatorServer) serveKeyed(w http.ResponseWriter, r *http.Request, req
 		return
 	}
 	specSum := sha256.Sum256(spec)
+	request := hex.EncodeToString(specSum[:])
 	ctx, cancel := context.WithTimeout(r.Context(), keyedWait)
 	defer cancel()
 	name, hash := idempotencyRecordName(key)
@@ -87,7 +88,7 @@ func (s *AllocatorServer) serveKeyed(w http.ResponseWriter, r *http.Request, req
 			Labels:    map[string]string{v1alpha1.LabelIdempotencyKey: hash},
 			Annotations: map[string]string{
 				v1alpha1.AnnotationIdempotencyKey:     key,
-				v1alpha1.AnnotationIdempotencyRequest: hex.EncodeToString(specSum[:]),
+				v1alpha1.AnnotationIdempotencyRequest: request,
 			},
 		},
 		Spec: req.Spec,
@@ -104,7 +105,7 @@ func (s *AllocatorServer) serveKeyed(w http.ResponseWriter, r *http.Request, req
 		writeError(w, http.StatusServiceUnavailable, "record the allocation request: "+err.Error())
 		return
 	}
-	got, err := s.waitServed(ctx, types.NamespacedName{Namespace: req.Namespace, Name: name}, rec.Annotations[v1alpha1.AnnotationIdempotencyRequest])
+	got, err := s.waitServed(ctx, types.NamespacedName{Namespace: req.Namespace, Name: name}, request)
 	switch {
 	case errors.Is(err, errKeyReused):
 		writeError(w, http.StatusUnprocessableEntity, fmt.Sprintf("%v (record %s)", err, name))
