@@ -158,10 +158,7 @@ func TestConcurrentAllocations(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ns := newNamespace(t)
 			f := newFleet(ns, "race", servers)
-			if err := k8s.Create(context.Background(), f); err != nil {
-				t.Fatal(err)
-			}
-			_, ready := waitFleet(t, f, fleetCounts{replicas: servers, ready: servers, updated: servers})
+			_, ready := createReadyFleet(t, f)
 			if tc.name == "two-replicas" {
 				secondAllocator(t)
 			}
@@ -258,10 +255,7 @@ func TestAllocationUnAllocated(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t)
 	f := newFleet(ns, "small", 1)
-	if err := k8s.Create(ctx, f); err != nil {
-		t.Fatal(err)
-	}
-	waitFleet(t, f, fleetCounts{replicas: 1, ready: 1, updated: 1})
+	createReadyFleet(t, f)
 	tests := []struct {
 		name   string
 		spec   v1alpha1.GameServerAllocationSpec
@@ -310,10 +304,7 @@ func TestAllocationServedBeforeRecorded(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t)
 	f := newFleet(ns, "crash", 3)
-	if err := k8s.Create(ctx, f); err != nil {
-		t.Fatal(err)
-	}
-	waitFleet(t, f, fleetCounts{replicas: 3, ready: 3, updated: 3})
+	createReadyFleet(t, f)
 	a := &v1alpha1.GameServerAllocation{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "match-1"}, Spec: v1alpha1.GameServerAllocationSpec{Fleet: "crash"}}
 	if err := k8s.Create(ctx, a); err != nil {
 		t.Fatal(err)
@@ -504,10 +495,7 @@ func TestAllocationIdempotencyKey(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t)
 	f := newFleet(ns, "keyed", 3)
-	if err := k8s.Create(ctx, f); err != nil {
-		t.Fatal(err)
-	}
-	waitFleet(t, f, fleetCounts{replicas: 3, ready: 3, updated: 3})
+	createReadyFleet(t, f)
 	token := allocatorToken(t)
 	body, err := json.Marshal(v1alpha1.GameServerAllocation{ObjectMeta: metav1.ObjectMeta{Namespace: ns}, Spec: v1alpha1.GameServerAllocationSpec{Fleet: f.Name}})
 	if err != nil {

@@ -71,6 +71,17 @@ type fleetCounts struct {
 	replicas, ready, allocated, updated int32
 }
 
+// createReadyFleet creates f and waits until all its servers are Ready and current, as
+// waitFleet does.
+func createReadyFleet(t testing.TB, f *v1alpha1.Fleet) (*v1alpha1.Fleet, map[string]*v1alpha1.GameServer) {
+	t.Helper()
+	if err := k8s.Create(context.Background(), f); err != nil {
+		t.Fatal(err)
+	}
+	n := f.Spec.Replicas
+	return waitFleet(t, f, fleetCounts{replicas: n, ready: n, updated: n})
+}
+
 // waitFleet waits until the fleet is settled at want: its status (of the current generation)
 // says so, its netcode runs everywhere, and the API server holds exactly those servers.
 func waitFleet(t testing.TB, f *v1alpha1.Fleet, want fleetCounts) (*v1alpha1.Fleet, map[string]*v1alpha1.GameServer) {
@@ -146,10 +157,7 @@ func TestFleetScaleAndReplace(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t)
 	f := newFleet(ns, "arena", 3)
-	if err := k8s.Create(ctx, f); err != nil {
-		t.Fatal(err)
-	}
-	got, servers := waitFleet(t, f, fleetCounts{replicas: 3, ready: 3, updated: 3})
+	got, servers := createReadyFleet(t, f)
 	hash, err := templateHash(&got.Spec.Template)
 	if err != nil {
 		t.Fatal(err)
@@ -222,10 +230,7 @@ func TestFleetNetcodeInPlace(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t)
 	f := newFleet(ns, "live", 4)
-	if err := k8s.Create(ctx, f); err != nil {
-		t.Fatal(err)
-	}
-	waitFleet(t, f, fleetCounts{replicas: 4, ready: 4, updated: 4})
+	createReadyFleet(t, f)
 	// Two matches start, through GameServerAllocation resources.
 	for i := range 2 {
 		a := &v1alpha1.GameServerAllocation{
@@ -295,10 +300,7 @@ func TestFleetRolloutKeepsAllocated(t *testing.T) {
 			ns := newNamespace(t)
 			f := newFleet(ns, "roll", 4)
 			f.Spec.Strategy = tc.strategy
-			if err := k8s.Create(ctx, f); err != nil {
-				t.Fatal(err)
-			}
-			_, before := waitFleet(t, f, fleetCounts{replicas: 4, ready: 4, updated: 4})
+			_, before := createReadyFleet(t, f)
 			var matches []string
 			pods := map[string]types.UID{}
 			for range 2 {
@@ -352,13 +354,9 @@ func TestFleetRolloutKeepsAllocated(t *testing.T) {
 // TestFleetScaleSubresource scales a fleet with kubectl through the scale subresource and reads
 // its printer columns.
 func TestFleetScaleSubresource(t *testing.T) {
-	ctx := context.Background()
 	ns := newNamespace(t)
 	f := newFleet(ns, "scaled", 1)
-	if err := k8s.Create(ctx, f); err != nil {
-		t.Fatal(err)
-	}
-	waitFleet(t, f, fleetCounts{replicas: 1, ready: 1, updated: 1})
+	createReadyFleet(t, f)
 
 	kubectl(t, "scale", "-n", ns, "flt/scaled", "--replicas=3")
 	if got := getFleet(t, f); got.Spec.Replicas != 3 {
