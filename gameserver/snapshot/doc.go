@@ -12,10 +12,15 @@
 // For each session the tick loop picks a byte budget (the congestion controller's budget lever)
 // and calls BuildFrame, which:
 //
-//  1. queries the world for entities within InterestRadius of the session's focus entity (its
-//     avatar) that it does not track yet (world.QueryNew, given the tracked-slot bitmap) and
-//     starts tracking them as spawns; a tracked entity leaves only when it is 10% beyond the
-//     radius, so entities on the edge do not flicker in and out;
+//  1. finds the entities within InterestRadius of the session's focus entity (its avatar) that
+//     it does not track yet and starts tracking them as spawns; a tracked entity leaves only when
+//     it is 10% beyond the radius, so entities on the edge do not flicker in and out. A full scan
+//     of the world (world.QueryNew, given the tracked-slot bitmap) also finds the untracked
+//     entities in a band 1/32 of the radius wide beyond it. Until the focus and the world's
+//     entities together may have moved that far (world.Reach bounds how far entities moved),
+//     nothing else can come within the radius, so between scans the session checks only those,
+//     the entities it dropped since and those the world spawned (world.Spawned): the same
+//     entities a scan every tick would find, at the cost of a scan every few dozen ticks;
 //  2. finds the newest record of each tracked entity among the packets acknowledged since the
 //     last frame;
 //  3. in one pass over the tracked entities (each keeps its position in the session's array while

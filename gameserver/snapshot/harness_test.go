@@ -32,6 +32,8 @@ type link struct {
 	rng      uint64
 	ackBuf   []byte
 	ack      protocol.Ack
+	// skip, if set, says which ticks the session is not built in (as a rate lever skips them).
+	skip func(tick uint32) bool
 }
 
 func (l *link) rand(n int) int {
@@ -81,6 +83,9 @@ func (h *harness) tick(dt float32) {
 	now := h.w.Tick()
 	nowMs := int64(now) * tickMs
 	for _, l := range h.links {
+		if l.skip != nil && l.skip(now) {
+			continue
+		}
 		l.up = deliver(l.up, now, func(b []byte) {
 			if err := protocol.DecodeAck(b, &l.ack); err != nil {
 				h.t.Fatalf("ack does not decode: %v", err)

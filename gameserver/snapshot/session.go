@@ -21,6 +21,10 @@ const (
 	pendingWeight = 4
 	// exitFactor: an entity leaves interest only beyond exitFactor * InterestRadius.
 	exitFactor = 1.1
+	// scanSlack is the width of the band beyond InterestRadius that a full interest scan watches,
+	// as a share of the radius: the scan comes again once the focus and the world's entities
+	// together may have moved that far (see gather).
+	scanSlack = 1.0 / 32
 	// storeAge is the age, in ticks, at which a baseline is copied out of the world's history
 	// into the session. Baselines of moving entities are replaced sooner and never copied; a
 	// session can go unbuilt for the rest of the history (56 ticks by default) and keep them.
@@ -159,6 +163,13 @@ type Session struct {
 	clientTick   uint32
 	resetPending bool
 	removed      bool   // collect dropped replicas, whose positions compact frees
+	// Interest between full scans (gather): the slots that may come within the radius before
+	// the next scan, and the focus and the world's Reach at the last scan.
+	watch        []uint16
+	scanX, scanY float32
+	scanReach    float64
+	scanDue      bool   // the next gather scans in full
+	scans        uint64 // full scans
 	warmed       uint32 // what promote read ahead, kept so that its loads are not left out
 
 	enc   protocol.SnapshotEncoder
@@ -182,6 +193,7 @@ func NewSession(w *world.World, cfg Config) (*Session, error) {
 		reps:     make([]replica, 0, initial),
 		bases:    make([]protocol.State, 0, initial),
 		free:     make([]uint16, 0, initial),
+		watch:    make([]uint16, 0, initial/4),
 		index:    newSlotIndex(w.Capacity()),
 		ackQueue: make([]uint16, 0, ringSize),
 		arena:    make([]uint32, arenaSize),
@@ -205,6 +217,7 @@ func (s *Session) Recycle() {
 
 // forget drops every replica and every packet in flight.
 func (s *Session) forget() {
+	s.scanDue = true
 	s.index.clear()
 	s.reps = s.reps[:0]
 	s.bases = s.bases[:0]
@@ -223,6 +236,7 @@ func (s *Session) SetConfig(cfg Config) error {
 		return err
 	}
 	s.cfg = cfg
+	s.scanDue = true
 	return nil
 }
 
@@ -257,7 +271,7 @@ func (s *Session) MemoryBytes() int {
 	return int(unsafe.Sizeof(*s)) +
 		cap(s.reps)*int(unsafe.Sizeof(replica{})) +
 		cap(s.bases)*int(unsafe.Sizeof(protocol.State{})) +
-		cap(s.free)*2 + s.index.bytes() +
+		cap(s.free)*2 + cap(s.watch)*2 + s.index.bytes() +
 		cap(s.ackQueue)*2 + cap(s.arena)*4
 }
 
@@ -297,6 +311,8 @@ func (s *Session) BuildFrame(budget int, nowUnixMs int64, f *Frame) error {
 	fx, fy, _, focused := s.w.Position(s.focus)
 	if focused {
 		s.gather(tick, fx, fy)
+	} else {
+		s.scanDue = true
 	}
 	s.promote()
 	s.bump()
@@ -351,26 +367,88 @@ func (s *Session) promote() {
 
 // gather finds entities within the interest radius that the session does not track yet and adds
 // them as spawns, in the holes first.
+//
+// A full scan queries the world for them within the radius plus a slack band, and watches those
+// it finds in the band. Until the focus and the world's entities together may have moved as far
+// as the band is wide (the world's Reach bounds the entities), an entity that was beyond the
+// band at the scan is still beyond the radius; so between scans gather checks only the watched
+// entities, those collect dropped since (drop watches them), and those the world spawned since
+// the last build (world.Spawned). A build that does not follow the last one by one tick, a new
+// focus or radius, or a reset scans in full. Interest is thus exactly what a scan every tick
+// finds, at the cost of a scan every few dozen ticks and a check of a few dozen entities.
 func (s *Session) gather(tick uint32, fx, fy float32) {
 	r := s.cfg.InterestRadius
-	fresh := s.w.QueryNew(fx, fy, r, s.index.bits, s.sc.fresh[:0])
-	s.sc.fresh = fresh
-	fresh = fresh[:min(len(fresh), maxReplicas-s.Known())]
-	inv := (1 - minRelevance) / (r * r)
-	for _, nc := range fresh {
-		i := len(s.reps)
-		if n := len(s.free); n > 0 {
-			i = int(s.free[n-1])
-			s.free = s.free[:n-1]
-		} else {
-			s.reps = append(s.reps, replica{})
-			s.bases = append(s.bases, protocol.State{})
-		}
-		s.reps[i] = replica{slot: nc.Slot}
-		s.start(&s.reps[i], s.w.Gen(nc.Slot), tick, max(minRelevance, 1-nc.Dist2*inv))
-		s.bases[i] = protocol.State{}
-		s.index.set(nc.Slot, i)
+	slack := r * scanSlack
+	reach := s.w.Reach()
+	dx, dy := float64(fx-s.scanX), float64(fy-s.scanY)
+	if s.scanDue || tick != s.lastBuild+1 || reach-s.scanReach+math.Sqrt(dx*dx+dy*dy) >= float64(slack) {
+		s.scan(tick, fx, fy, r, slack, reach)
+		return
 	}
+	metas := s.w.Metas()
+	inv := (1 - minRelevance) / (r * r)
+	band2 := (r + slack) * (r + slack)
+	watch := s.watch
+	for k := 0; k < len(watch); {
+		slot := watch[k]
+		m := &metas[slot]
+		if d2 := (m.X-fx)*(m.X-fx) + (m.Y-fy)*(m.Y-fy); m.Alive && !s.index.has(slot) && !s.add(tick, slot, d2, inv) {
+			k++
+			continue
+		}
+		// Tracked now, or dead (a new entity in the slot is in Spawned): a drop watches it again.
+		watch[k] = watch[len(watch)-1]
+		watch = watch[:len(watch)-1]
+	}
+	for _, slot := range s.w.Spawned() {
+		m := &metas[slot]
+		if d2 := (m.X-fx)*(m.X-fx) + (m.Y-fy)*(m.Y-fy); m.Alive && !s.index.has(slot) && !s.add(tick, slot, d2, inv) && d2 <= band2 {
+			watch = append(watch, slot)
+		}
+	}
+	s.watch = watch
+}
+
+// scan is gather's full scan: it adds the new entities within the radius and watches those in the
+// band beyond it.
+func (s *Session) scan(tick uint32, fx, fy, r, slack float32, reach float64) {
+	hits := s.w.QueryNew(fx, fy, r+slack, s.index.bits, s.sc.fresh[:0])
+	s.sc.fresh = hits
+	s.scanX, s.scanY, s.scanReach, s.scanDue = fx, fy, reach, false
+	s.scans++
+	s.watch = s.watch[:0]
+	inv := (1 - minRelevance) / (r * r)
+	for _, h := range hits {
+		if !s.add(tick, h.Slot, h.Dist2, inv) {
+			s.watch = append(s.watch, h.Slot)
+		}
+	}
+}
+
+// add starts tracking slot, at squared distance d2 from the focus, as a spawn if it is within the
+// radius (inv is the relevance lost per m² there) and reports whether it did. When the session
+// tracks maxReplicas entities already, it does not, and the next gather scans in full.
+func (s *Session) add(tick uint32, slot uint16, d2, inv float32) bool {
+	if r := s.cfg.InterestRadius; d2 > r*r {
+		return false
+	}
+	if s.Known() >= maxReplicas {
+		s.scanDue = true
+		return false
+	}
+	i := len(s.reps)
+	if n := len(s.free); n > 0 {
+		i = int(s.free[n-1])
+		s.free = s.free[:n-1]
+	} else {
+		s.reps = append(s.reps, replica{})
+		s.bases = append(s.bases, protocol.State{})
+	}
+	s.reps[i] = replica{slot: slot}
+	s.start(&s.reps[i], s.w.Gen(slot), tick, max(minRelevance, 1-d2*inv))
+	s.bases[i] = protocol.State{}
+	s.index.set(slot, i)
+	return true
 }
 
 // start makes rep a fresh spawn of incarnation gen. A spawn replaces whatever the client holds
@@ -539,9 +617,10 @@ func (s *Session) collectOther(p *pass, i int) {
 	sc.counts[b&(nBuckets-1)]++
 }
 
-// drop marks replica i for compact to free.
+// drop marks replica i for compact to free, and has gather watch its entity.
 func (s *Session) drop(i int) {
 	s.index.unset(s.reps[i].slot)
+	s.watch = append(s.watch, s.reps[i].slot)
 	s.sc.bucket[i] = dropped
 	s.removed = true
 }

@@ -3,6 +3,8 @@ package snapshot
 import (
 	"errors"
 	"fmt"
+	"math"
+	"slices"
 	"sync"
 	"testing"
 
@@ -564,5 +566,152 @@ func TestHolesAndCompaction(t *testing.T) {
 			t.Fatalf("link %d did not converge after %d quiet ticks: %d problems, first %q", i, quiet, len(d), d[0])
 		}
 		t.Logf("link %d converged after %d quiet ticks: view %d, %d positions, session %+v", i, quiet, l.cl.Len(), len(l.sess.reps), l.sess.Stats())
+	}
+}
+
+// TestInterestBetweenScans: gather scans the world in full only every few dozen ticks, yet after
+// every build the session tracks every entity within its radius that a scan would find, but
+// those it dropped in the build itself (found in the next). The world churns (spawns, deaths,
+// rests); the avatars walk across the world; one session skips builds, one changes its focus,
+// one its radius, one has no valid focus for a few ticks now and then, and some lose packets,
+// so replicas are dropped at any time.
+func TestInterestBetweenScans(t *testing.T) {
+	wcfg := busyWorld(31)
+	wcfg.Capacity = 700
+	h := newHarness(t, wcfg, testConfig())
+	plain := h.addLink(0, 0, 1)
+	skipping := h.addLink(0, 0, 2)
+	skipping.skip = func(tick uint32) bool { return tick%7 == 3 || tick%7 == 4 }
+	refocused := h.addLink(0, 100, 3)
+	resized := h.addLink(2400, 200, 4)
+	blinking := h.addLink(0, 0, 1)
+	avatars := []world.ID{plain.sess.Focus(), skipping.sess.Focus(), refocused.sess.Focus(), resized.sess.Focus(), blinking.sess.Focus()}
+	builds := map[*link]int{}
+	for tick := range 1500 {
+		if tick%90 == 0 {
+			for i, a := range avatars {
+				h.w.SetTarget(a, float32((tick*7+i*131)%600-300), float32((tick*13+i*71)%600-300))
+			}
+		}
+		if tick%200 == 150 {
+			refocused.sess.SetFocus(avatars[(tick/200)%len(avatars)])
+		}
+		if tick%300 == 250 {
+			cfg := h.cfg
+			cfg.InterestRadius = []float32{150, 90, 200}[(tick/300)%3]
+			if err := resized.sess.SetConfig(cfg); err != nil {
+				t.Fatal(err)
+			}
+		}
+		switch tick % 97 {
+		case 40:
+			blinking.sess.SetFocus(0) // names no entity
+		case 46:
+			blinking.sess.SetFocus(avatars[4])
+		}
+		before := make(map[*link][]uint8, len(h.links))
+		for _, l := range h.links {
+			before[l] = slices.Clone(l.sess.index.bits)
+		}
+		h.tick(dt)
+		for _, l := range h.links {
+			if l.sess.lastBuild != h.w.Tick() {
+				continue
+			}
+			builds[l]++
+			x, y, _, ok := h.w.Position(l.sess.Focus())
+			if !ok {
+				continue
+			}
+			for _, hit := range h.w.QueryNew(x, y, l.sess.cfg.InterestRadius, l.sess.index.bits, nil) {
+				if before[l][hit.Slot>>3]&(1<<(hit.Slot&7)) == 0 {
+					t.Fatalf("tick %d, link %d: slot %d within the radius (%.1f m) is not tracked and was not before the build",
+						h.w.Tick(), slices.Index(h.links, l), hit.Slot, math.Sqrt(float64(hit.Dist2)))
+				}
+			}
+		}
+	}
+	if s := plain.sess.scans; s == 0 || int(s) > builds[plain]/10 {
+		t.Errorf("plain session: %d full scans in %d builds, want a few", s, builds[plain])
+	}
+	for i, l := range h.links {
+		t.Logf("link %d: %d full scans in %d builds", i, l.sess.scans, builds[l])
+	}
+	blinking.sess.SetFocus(avatars[4])
+	if err := resized.sess.SetConfig(h.cfg); err != nil { // the radius diff checks
+		t.Fatal(err)
+	}
+	if n := h.settle(600); n == 600 {
+		t.Fatal("views did not converge")
+	}
+}
+
+// TestDroppedInRadiusFoundNextTick: an entity that left interest is dropped when its despawn is
+// acknowledged, even if the ACK comes in the tick it walks back within the radius; the next
+// build tracks it again, long before a full interest scan would.
+func TestDroppedInRadiusFoundNextTick(t *testing.T) {
+	w, err := world.New(world.Config{Seed: 3, Capacity: 4, HalfExtent: 500, RestMinSec: 1000, RestMaxSec: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig()
+	cfg.InterestRadius = 100
+	s, err := NewSession(w, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := w.AddAvatar()
+	b, _ := w.AddAvatar()
+	s.SetFocus(a)
+	f := NewFrame(64 << 10)
+	walk := func(x float32, until func(d float32) bool, each func()) {
+		t.Helper()
+		w.SetTarget(b, x, 0)
+		for range 60 * 120 {
+			w.Step(dt)
+			bx, by, _, _ := w.Position(b)
+			if each != nil {
+				each()
+			}
+			if err := s.BuildFrame(0, 0, f); err != nil {
+				t.Fatal(err)
+			}
+			if until(float32(math.Hypot(float64(bx), float64(by)))) {
+				return
+			}
+		}
+		t.Fatal("never got there")
+	}
+	w.SetTarget(a, 0, 0)
+	walk(50, func(float32) bool { ax, ay, _, _ := w.Position(a); return ax == 0 && ay == 0 }, nil)
+	walk(50, func(d float32) bool { return d == 50 }, nil)
+	if !s.index.has(b.Slot()) {
+		t.Fatal("b not tracked at 50 m")
+	}
+	// Out past the exit radius: b leaves and its despawn goes out, unacknowledged.
+	var despawnSeq uint16
+	despawns := s.Stats().Despawns
+	walk(130, func(float32) bool { return s.Stats().Despawns > despawns }, nil)
+	despawnSeq = s.nextSeq - 1
+	// Back in: the despawn's ACK arrives just before the build in which b is within the radius.
+	acked := false
+	walk(50, func(d float32) bool { return acked }, func() {
+		if bx, by, _, _ := w.Position(b); !acked && math.Hypot(float64(bx), float64(by)) <= 100 {
+			if _, err := s.HandleAck(&protocol.Ack{Latest: despawnSeq}); err != nil {
+				t.Fatal(err)
+			}
+			acked = true
+		}
+	})
+	if s.index.has(b.Slot()) {
+		t.Fatal("b was not dropped when its despawn was acknowledged")
+	}
+	scans := s.scans
+	w.Step(dt)
+	if err := s.BuildFrame(0, 0, f); err != nil {
+		t.Fatal(err)
+	}
+	if !s.index.has(b.Slot()) || s.scans != scans {
+		t.Fatalf("next build: b tracked %v, full scans %d -> %d; want b tracked without a scan", s.index.has(b.Slot()), scans, s.scans)
 	}
 }

@@ -43,6 +43,9 @@ const (
 	KindDrone  Kind = 4 // fast, flies between altitudes
 )
 
+// maxSpeed bounds every kind's speed, in m/s.
+const maxSpeed = 9
+
 func (k Kind) speed() float32 {
 	switch k {
 	case KindWalker:
@@ -167,6 +170,11 @@ type World struct {
 	bumps      []Bump
 	kill       []uint16
 	grid       grid
+	reach      float64 // Reach
+	// spawned holds the slots spawned since the previous Step began: those before split in it
+	// or after it, the others in the last Step or since.
+	spawned []uint16
+	split   int
 }
 
 // New creates a world at tick 1 with Population entities placed at random.
@@ -195,6 +203,7 @@ func New(cfg Config) (*World, error) {
 		free:    make([]uint16, n),
 		freeLen: n,
 		kill:    make([]uint16, 0, n),
+		spawned: make([]uint16, 0, n),
 		bumps:   make([]Bump, 0, 64),
 		grid:    newGrid(cfg.HalfExtent, cfg.CellSize, n),
 	}
@@ -225,6 +234,9 @@ func (w *World) Count() int { return w.population + w.avatars }
 // nothing moves, rests, ages or spawns. The bumps of the previous tick are dropped.
 func (w *World) Step(dt float32) {
 	w.tick++
+	w.reach += float64(maxSpeed * abs(dt))
+	w.spawned = w.spawned[:copy(w.spawned, w.spawned[w.split:])]
+	w.split = len(w.spawned)
 	w.bumps = w.bumps[:0]
 	w.kill = w.kill[:0]
 	for s := range w.meta {
@@ -396,6 +408,7 @@ func (w *World) spawn(k Kind, p [3]float32) (ID, bool) {
 	w.meta[s].Changed = w.tick
 	w.meta[s].X, w.meta[s].Y = p[0], p[1]
 	w.hist[int(w.tick&uint32(w.cfg.HistoryTicks-1))*len(w.states)+int(s)] = w.states[s]
+	w.spawned = append(w.spawned, s)
 	return makeID(s, w.meta[s].Gen), true
 }
 
@@ -476,6 +489,17 @@ func (w *World) Bump(id ID, amount float32) bool {
 // Bumps are this tick's priority bumps.
 func (w *World) Bumps() []Bump { return w.bumps }
 
+// Reach bounds how far entities move: between two calls, no entity alive through both moved
+// farther than the difference of their results (in meters, in any direction), however many
+// Steps ran between them. An entity that spawned between them is in Spawned.
+func (w *World) Reach() float64 { return w.reach }
+
+// Spawned lists the slots whose entities spawned since the previous Step began: in that Step,
+// between it and the last, in the last, or since. A viewer that looks at it after every Step
+// sees every spawn at least once. A slot may be listed more than once, and its entity may have
+// despawned since; it changes at the next Step or spawn.
+func (w *World) Spawned() []uint16 { return w.spawned }
+
 // Slot accessors for replication. They take a slot below Capacity; for a slot that is not alive
 // they return the last incarnation's values.
 
@@ -527,6 +551,8 @@ func (w *World) QueryNew(x, y, radius float32, known []uint8, out []Hit) []Hit {
 }
 
 func clamp(v, lo, hi float32) float32 { return max(lo, min(hi, v)) }
+
+func abs(v float32) float32 { return float32(math.Abs(float64(v))) }
 
 // rng is splitmix64: small, fast and good enough for a simulation.
 type rng struct{ s uint64 }

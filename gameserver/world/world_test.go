@@ -204,6 +204,64 @@ func TestLifetimeChurnKeepsPopulation(t *testing.T) {
 	}
 }
 
+// TestReachAndSpawned: Reach bounds the motion of every entity between any two ticks, through
+// rests, steering and varying steps; and every entity that spawns (in a Step or between Steps)
+// is listed by Spawned after the next Step, when a viewer looks after every Step.
+func TestReachAndSpawned(t *testing.T) {
+	for k := KindAvatar; k <= KindDrone; k++ {
+		if k.speed() > maxSpeed {
+			t.Fatalf("kind %d speed %v over maxSpeed %v", k, k.speed(), maxSpeed)
+		}
+	}
+	cfg := Config{Seed: 7, Capacity: 700, Population: 500, HalfExtent: 300, CellSize: 50,
+		RestMinSec: 0, RestMaxSec: 0.5, LifetimeMeanSec: 2}
+	w := mustNew(t, cfg)
+	type seen struct {
+		gen   uint16
+		x, y  float32
+		reach float64
+	}
+	first := make([]seen, w.Capacity()) // where each incarnation was first seen
+	var avatars []ID
+	for tick := range 600 {
+		if tick%50 == 10 { // spawned between Steps
+			id, err := w.AddAvatar()
+			if err != nil {
+				t.Fatal(err)
+			}
+			avatars = append(avatars, id)
+		}
+		for i, a := range avatars {
+			if tick%(7+i) == 0 {
+				w.SetTarget(a, float32(i*37%300), float32(-i*53%300))
+			}
+		}
+		dt := []float32{1.0 / 60, 0, 1.0 / 30, 0.1}[tick%4]
+		w.Step(dt)
+		spawned := map[uint16]bool{}
+		for _, s := range w.Spawned() {
+			spawned[s] = true
+		}
+		for s, m := range w.Metas() {
+			if !m.Alive {
+				continue
+			}
+			f := &first[s]
+			if f.gen != m.Gen {
+				if tick > 0 && !spawned[uint16(s)] {
+					t.Fatalf("tick %d: slot %d incarnation %d is new, not in Spawned", w.Tick(), s, m.Gen)
+				}
+				*f = seen{gen: m.Gen, x: m.X, y: m.Y, reach: w.Reach()}
+				continue
+			}
+			moved := math.Hypot(float64(m.X-f.x), float64(m.Y-f.y))
+			if bound := w.Reach() - f.reach; moved > bound+1e-3 {
+				t.Fatalf("tick %d: slot %d moved %.3f m, Reach bounds %.3f", w.Tick(), s, moved, bound)
+			}
+		}
+	}
+}
+
 func TestIDsAndAvatars(t *testing.T) {
 	w := mustNew(t, Config{Capacity: 3, Population: 1, HalfExtent: 100})
 	a, err := w.AddAvatar()
