@@ -162,7 +162,7 @@ type Session struct {
 	rtt          float32 // smoothed round trip, ticks
 	clientTick   uint32
 	resetPending bool
-	removed      bool   // collect dropped replicas, whose positions compact frees
+	removed      bool // collect dropped replicas, whose positions compact frees
 	// Interest between full scans (gather): the slots that may come within the radius before
 	// the next scan, and the focus and the world's Reach at the last scan.
 	watch        []uint16
