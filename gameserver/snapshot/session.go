@@ -374,14 +374,17 @@ func (s *Session) promote() {
 // band at the scan is still beyond the radius; so between scans gather checks only the watched
 // entities, those collect dropped since (drop watches them), and those the world spawned since
 // the last build (world.Spawned). A build that does not follow the last one by one tick, a new
-// focus or radius, or a reset scans in full. Interest is thus exactly what a scan every tick
-// finds, at the cost of a scan every few dozen ticks and a check of a few dozen entities.
+// radius, a reset, a build without focus, or more entities to check than a scan would read,
+// scans in full. Interest is thus exactly what a scan every tick finds, at the cost of a scan
+// every few dozen ticks and a check of a few dozen entities.
 func (s *Session) gather(tick uint32, fx, fy float32) {
 	r := s.cfg.InterestRadius
 	slack := r * scanSlack
 	reach := s.w.Reach()
 	dx, dy := float64(fx-s.scanX), float64(fy-s.scanY)
-	if s.scanDue || tick != s.lastBuild+1 || reach-s.scanReach+math.Sqrt(dx*dx+dy*dy) >= float64(slack) {
+	spawned := s.w.Spawned()
+	if s.scanDue || tick != s.lastBuild+1 || reach-s.scanReach+math.Sqrt(dx*dx+dy*dy) >= float64(slack) ||
+		len(spawned)+len(s.watch) > len(s.reps) { // a scan reads about as many entities as are tracked
 		s.scan(tick, fx, fy, r, slack, reach)
 		return
 	}
@@ -400,7 +403,7 @@ func (s *Session) gather(tick uint32, fx, fy float32) {
 		watch[k] = watch[len(watch)-1]
 		watch = watch[:len(watch)-1]
 	}
-	for _, slot := range s.w.Spawned() {
+	for _, slot := range spawned {
 		m := &metas[slot]
 		if d2 := (m.X-fx)*(m.X-fx) + (m.Y-fy)*(m.Y-fy); m.Alive && !s.index.has(slot) && !s.add(tick, slot, d2, inv) && d2 <= band2 {
 			watch = append(watch, slot)

@@ -715,3 +715,18 @@ func TestDroppedInRadiusFoundNextTick(t *testing.T) {
 		t.Fatalf("next build: b tracked %v, full scans %d -> %d; want b tracked without a scan", s.index.has(b.Slot()), scans, s.scans)
 	}
 }
+
+// TestInterestScansUnderChurn: when the world spawns more entities in a tick than the session
+// tracks, checking them costs more than a scan, and every build scans.
+func TestInterestScansUnderChurn(t *testing.T) {
+	wcfg := busyWorld(41)
+	wcfg.LifetimeMeanSec = 0.02 // every entity lives a tick or two
+	h := newHarness(t, wcfg, testConfig())
+	l := h.addLink(0, 0, 1)
+	for range 120 {
+		h.tick(dt)
+	}
+	if builds := l.sess.Stats().Frames; l.sess.scans != builds {
+		t.Fatalf("%d full scans in %d builds, want one per build", l.sess.scans, builds)
+	}
+}
