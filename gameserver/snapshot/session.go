@@ -399,7 +399,7 @@ func (s *Session) gather(tick uint32, fx, fy float32) {
 			k++
 			continue
 		}
-		// Tracked now, or dead (a new entity in the slot is in Spawned): a drop watches it again.
+		// Tracked now (a drop watches it again), or dead (a new entity in the slot is in Spawned).
 		watch[k] = watch[len(watch)-1]
 		watch = watch[:len(watch)-1]
 	}

@@ -171,8 +171,8 @@ type World struct {
 	kill       []uint16
 	grid       grid
 	reach      float64 // Reach
-	// spawned holds the slots spawned since the previous Step began: those before split in it
-	// or after it, the others in the last Step or since.
+	// spawned lists the slots spawned since the Step before the last began; those from split on
+	// spawned in the last Step or since.
 	spawned []uint16
 	split   int
 }
@@ -491,13 +491,13 @@ func (w *World) Bumps() []Bump { return w.bumps }
 
 // Reach bounds how far entities move: between two calls, no entity alive through both moved
 // farther than the difference of their results (in meters, in any direction), however many
-// Steps ran between them. An entity that spawned between them is in Spawned.
+// Steps ran between them. An entity that spawned between them may be anywhere (Spawned).
 func (w *World) Reach() float64 { return w.reach }
 
-// Spawned lists the slots whose entities spawned since the previous Step began: in that Step,
-// between it and the last, in the last, or since. A viewer that looks at it after every Step
-// sees every spawn at least once. A slot may be listed more than once, and its entity may have
-// despawned since; it changes at the next Step or spawn.
+// Spawned lists the slots whose entities spawned since the Step before the last began: in that
+// Step, in the last one, between them or since. A viewer that looks at it after every Step sees
+// every spawn at least once. A slot may be listed more than once, and its entity may have
+// despawned since; the list changes at the next Step or spawn.
 func (w *World) Spawned() []uint16 { return w.spawned }
 
 // Slot accessors for replication. They take a slot below Capacity; for a slot that is not alive
