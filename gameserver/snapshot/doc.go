@@ -64,10 +64,12 @@
 // Each packet's records are remembered as (replica position, send count) in a fixed ring with
 // the packet's tick, so an acknowledgement finds its replicas without a lookup; the states
 // themselves come from the world's state history, and a baseline is copied into the session only
-// once it is 8 ticks old (entities at rest, long round trips), well before it leaves that
-// history, so a session can also go unbuilt for a while and keep it. When the
-// client acknowledges a packet (HandleAck), each entity in it whose recorded tick is newer than
-// its baseline takes that tick's state as its new baseline. Deltas name the baseline's tick, so a
+// once it is at least 8 ticks old and 4 ticks older than the round trip, which happens to
+// entities at rest: a moving entity's baseline is replaced about every round trip before that.
+// The copy age is at most half the history, so a session can also go unbuilt for half the
+// history and keep its baselines. When the client acknowledges a packet (HandleAck), each entity
+// in it whose recorded tick is newer than its baseline takes that tick's state as its new
+// baseline. Deltas name the baseline's tick, so a
 // client resolves them from its own history; when the baseline is older than MaxBaselineAge, or
 // HistoryDepth-1 newer states of the entity were sent since (the client may have evicted it), a
 // spawn (full state) is sent instead. A record that is not acknowledged within about a round trip

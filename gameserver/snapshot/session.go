@@ -26,9 +26,13 @@ const (
 	// together may have moved that far (see gather).
 	scanSlack = 1.0 / 32
 	// storeAge is the age, in ticks, at which a baseline is copied out of the world's history
-	// into the session. Baselines of moving entities are replaced sooner and never copied; a
-	// session can go unbuilt for the rest of the history (56 ticks by default) and keep them.
+	// into the session, on a short round trip (see storeAgeFor). Baselines of moving entities
+	// are replaced sooner and never copied; a session can go unbuilt for the rest of the history
+	// (56 ticks by default) and keep them.
 	storeAge = 8
+	// storeMargin is how much older than the round trip, in ticks, a baseline may be before it
+	// is copied.
+	storeMargin = 4
 )
 
 // Sizes of the fixed rings.
@@ -54,8 +58,9 @@ var (
 // the position of a slot no longer tracked is a hole until a new replica takes it.
 //
 // A baseline is named by its tick; its state is read from the world's state history, and copied
-// into the session (bases) only once it is storeAge ticks old, which happens to entities at rest.
-// Moving entities, whose baselines advance every round trip, so cost no copies.
+// into the session (bases) only once it is older than a round trip and a margin, and at least
+// storeAge ticks old (storeAgeFor), which happens to entities at rest. Moving entities, whose
+// baselines advance every round trip, so cost no copies.
 //
 // It is 32 bytes, two to a cache line.
 type replica struct {
@@ -154,7 +159,7 @@ type Session struct {
 	lossScan  uint16
 
 	history      uint32 // the world's HistoryTicks
-	storeAge     uint32 // baselines this old are copied out of the world's history
+	storeAge     uint32 // storeAge, within the world's history
 	lastBuild    uint32
 	lastUpdate   uint32
 	lastFar      uint32  // tick of the last state update of the far band
@@ -493,7 +498,7 @@ func (s *Session) bump() {
 // second loop (collectOther). The replicas do not depend on one another, so the order they are
 // handled in changes nothing.
 func (s *Session) collect(tick uint32, update, updateFar bool, fx, fy float32, focused bool) {
-	p := pass{tick: tick, resend: uint32(s.rtt) + 2, history: s.history, storeAge: s.storeAge, fx: fx, fy: fy}
+	p := pass{tick: tick, resend: uint32(s.rtt) + 2, history: s.history, storeAge: s.storeAgeFor(), fx: fx, fy: fy}
 	p.r2 = s.cfg.InterestRadius * s.cfg.InterestRadius
 	p.exit2 = p.r2 * exitFactor * exitFactor
 	p.inv = (1 - minRelevance) / p.r2
@@ -522,10 +527,19 @@ func (s *Session) collect(tick uint32, update, updateFar bool, fx, fy float32, f
 	}
 }
 
+// storeAgeFor is the age at which this frame copies baselines out of the world's history:
+// storeAge, or on a longer round trip the round trip and storeMargin, so that the baselines of
+// moving entities, replaced about once a round trip at about its age, are not copied every frame;
+// at most half the history, so that a session can still go unbuilt for half of it and keep
+// them.
+func (s *Session) storeAgeFor() uint32 {
+	return max(s.storeAge, min(uint32(s.rtt)+storeMargin, s.history/2))
+}
+
 // pass holds collect's values for one frame.
 type pass struct {
 	tick, resend      uint32
-	history, storeAge uint32 // the session's
+	history, storeAge uint32 // the session's history and storeAgeFor
 	// Distances are squared, in m², from the focus (fx, fy).
 	fx, fy, r2, exit2 float32
 	due2              float32 // state updates are due within this distance: none, the near disc or all
@@ -533,7 +547,7 @@ type pass struct {
 }
 
 // classify handles the replicas of entities alive, of the same incarnation and within the exit
-// radius, that are not leaving and have an acknowledged baseline younger than storeAge once this
+// radius, that are not leaving and have an acknowledged baseline younger than p.storeAge once this
 // frame's acknowledgement applies: it applies the acknowledgement, does what eligible does for a
 // replica with a baseline, and buckets and counts the candidates. It marks the other replicas
 // other, for collectOther, and reports whether there are any.
@@ -594,7 +608,7 @@ func (s *Session) collectOther(p *pass, i int) {
 			rep.baseTick, rep.clean, rep.baseSend, rep.baseStored = mt, mt, uint16(a), false
 		}
 	}
-	if tick-rep.baseTick >= s.storeAge && rep.baseTick != 0 && !rep.baseStored {
+	if tick-rep.baseTick >= p.storeAge && rep.baseTick != 0 && !rep.baseStored {
 		s.storeBaseline(rep, i)
 	}
 	meta := s.w.Meta(rep.slot)
@@ -937,8 +951,8 @@ func (s *Session) write(ri uint16, l uint8, tick uint32) int {
 	return written
 }
 
-// baseline is the state of replica ri's baseline: collect keeps it in bases once it is storeAge
-// old, so a younger one is still in the world's history.
+// baseline is the state of replica ri's baseline: collect keeps it in bases once it is
+// storeAgeFor old, so a younger one is still in the world's history.
 func (s *Session) baseline(ri uint16) *protocol.State {
 	if s.reps[ri].baseStored {
 		return &s.bases[ri]

@@ -43,6 +43,7 @@ func TestConvergence(t *testing.T) {
 		{name: "small budget, 25% loss", budget: 600, loss: 250, maxDelay: 6},
 		{name: "tiny budget and packets, 5% loss", budget: 300, loss: 50, maxDelay: 3, packetSize: 256},
 		{name: "10 Hz state updates, 10% loss", budget: 2400, loss: 100, maxDelay: 4, stateUpdateHz: 10},
+		{name: "long round trips, 5% loss", budget: 2400, loss: 50, maxDelay: 14},
 		{name: "far band at 7 Hz, enter budget a quarter, small budget, 10% loss", budget: 600, loss: 100, maxDelay: 4,
 			stateUpdateHz: 15, farUpdateHz: 7, enterDivisor: 4},
 	}
@@ -728,5 +729,30 @@ func TestInterestScansUnderChurn(t *testing.T) {
 	}
 	if builds := l.sess.Stats().Frames; l.sess.scans != builds {
 		t.Fatalf("%d full scans in %d builds, want one per build", l.sess.scans, builds)
+	}
+}
+
+// TestLongRoundTripKeepsBaselinesInHistory: on a round trip longer than storeAge, the baselines of
+// moving entities, replaced every frame, stay in the world's history rather than being copied
+// into the session every frame.
+func TestLongRoundTripKeepsBaselinesInHistory(t *testing.T) {
+	bs := newBenchServerDelays(t, 4, func(int) uint32 { return 12 }) // every entity moves
+	for range 30 {
+		bs.tick()
+	}
+	for i, s := range bs.sessions {
+		stored, based := 0, 0
+		for _, rep := range s.reps {
+			if !rep.hole && rep.baseTick != 0 {
+				based++
+				if rep.baseStored {
+					stored++
+				}
+			}
+		}
+		if based == 0 || stored*20 > based {
+			t.Errorf("session %d (round trip %.1f ticks, copies at age %d): %d of %d baselines copied",
+				i, s.RTTTicks(), s.storeAgeFor(), stored, based)
+		}
 	}
 }
