@@ -18,18 +18,19 @@ import (
 // An entry holds a record of at most 64 bits, which is nearly every delta of a moving entity; a
 // longer one (a large jump, a turn) is encoded by every session that sends it. Entries are 16
 // bytes so that the table stays in the CPU's caches. Each slot has cacheWays entries, chosen by
-// the baseline's age. An entry is filled at most once
-// per tick, by the first session that needs it (later ones with another age that maps to the same
-// entry encode their record themselves), so a filled entry never changes while sessions read it
-// and sessions may be built concurrently: a filler claims the entry with a compare-and-swap of its
+// the baseline's age, so the records of any four consecutive ages (clients whose round trips
+// differ by up to three ticks) are cached together. An entry is filled at most once per tick, by
+// the first session that needs it (later ones with another age that maps to the same entry
+// encode their record themselves), so a filled entry never changes while sessions read it and
+// sessions may be built concurrently: a filler claims the entry with a compare-and-swap of its
 // key, writes the record, then publishes the key; a reader that loads the published key sees the
 // record written before it. The world steps between ticks, while no session is being built.
 type recordCache struct {
 	entries []cacheEntry // slot*cacheWays + age%cacheWays
 }
 
-// cacheWays is the number of ages cached per slot, a power of two.
-const cacheWays = 2
+// cacheWays is the number of ages cached per slot, a power of two: 64 bytes per slot.
+const cacheWays = 4
 
 // A key is the tick in its high 32 bits, the age in bits 8 to 31 and the record's length in bits
 // in the low 8. Age 0 marks an entry being filled; length 0 marks a state equal to its baseline.
