@@ -408,9 +408,12 @@ func (s *Session) gather(tick uint32, fx, fy float32) {
 		watch[k] = watch[len(watch)-1]
 		watch = watch[:len(watch)-1]
 	}
+	// A spawn beyond the radius is watched if it is within the band around where the scan was:
+	// the bound on motion since the scan covers it from there, whatever the focus did.
 	for _, slot := range spawned {
 		m := &metas[slot]
-		if d2 := (m.X-fx)*(m.X-fx) + (m.Y-fy)*(m.Y-fy); m.Alive && !s.index.has(slot) && !s.add(tick, slot, d2, inv) && d2 <= band2 {
+		if d2 := (m.X-fx)*(m.X-fx) + (m.Y-fy)*(m.Y-fy); m.Alive && !s.index.has(slot) && !s.add(tick, slot, d2, inv) &&
+			(m.X-s.scanX)*(m.X-s.scanX)+(m.Y-s.scanY)*(m.Y-s.scanY) <= band2 {
 			watch = append(watch, slot)
 		}
 	}

@@ -756,3 +756,89 @@ func TestLongRoundTripKeepsBaselinesInHistory(t *testing.T) {
 		}
 	}
 }
+
+// TestSpawnWatchedFromScanPoint: between scans the focus moves to another entity near the scan
+// point, and an entity spawns within the band around the scan point though beyond it around the
+// new focus; the focus comes back and the entity walks into the radius. The session tracks it in
+// the build it arrives in, long before the next scan.
+func TestSpawnWatchedFromScanPoint(t *testing.T) {
+	wcfg := world.Config{Seed: 9, Capacity: 8, HalfExtent: 500, RestMinSec: 1000, RestMaxSec: 1000}
+	cfg := testConfig()
+	cfg.InterestRadius = 100
+	r, slack := cfg.InterestRadius, cfg.InterestRadius*scanSlack
+	// setup makes a world whose two avatars walk to a and c and rest there. Avatars take the
+	// world's random numbers only to spawn and to rest, so where a third one will spawn does not
+	// depend on a and c.
+	setup := func(a, c [2]float32) (*world.World, world.ID, world.ID) {
+		t.Helper()
+		w, err := world.New(wcfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ida, _ := w.AddAvatar()
+		idc, _ := w.AddAvatar()
+		w.SetTarget(ida, a[0], a[1])
+		w.SetTarget(idc, c[0], c[1])
+		at := func(id world.ID, p [2]float32) bool { x, y, _, _ := w.Position(id); return x == p[0] && y == p[1] }
+		for range 60 * 600 {
+			if at(ida, a) && at(idc, c) {
+				return w, ida, idc
+			}
+			w.Step(dt)
+		}
+		t.Fatal("avatars did not arrive")
+		return nil, 0, 0
+	}
+	probe, _, _ := setup([2]float32{}, [2]float32{})
+	e, _ := probe.AddAvatar()
+	px, py, _, _ := probe.Position(e)
+	ux, uy := float32(1), float32(0) // toward the middle of the world, to stay in it
+	if d := float32(math.Hypot(float64(px), float64(py))); d > 1 {
+		ux, uy = -px/d, -py/d
+	}
+	// The scan is at f: the spawn point is 0.1 slack into the band around it. The other avatar
+	// rests 0.92 slack beyond f, so the spawn point is beyond the band around it.
+	f := [2]float32{px + ux*(r+0.1*slack), py + uy*(r+0.1*slack)}
+	c := [2]float32{f[0] + ux*0.92*slack, f[1] + uy*0.92*slack}
+	w, a, other := setup(f, c)
+	s, err := NewSession(w, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.SetFocus(a)
+	fr := NewFrame(64 << 10)
+	build := func() {
+		t.Helper()
+		w.Step(dt)
+		if err := s.BuildFrame(0, 0, fr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	build() // the scan, at f
+	scans := s.scans
+	s.SetFocus(other)
+	e2, err := w.AddAvatar()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if x, y, _, _ := w.Position(e2); x != px || y != py {
+		t.Fatalf("spawned at (%v, %v), the probe at (%v, %v)", x, y, px, py)
+	}
+	build()
+	s.SetFocus(a)
+	w.SetTarget(e2, f[0], f[1])
+	for range 30 {
+		build()
+		if s.scans != scans {
+			t.Fatal("a full scan came before the spawn reached the radius")
+		}
+		x, y, _, _ := w.Position(e2)
+		if math.Hypot(float64(x-f[0]), float64(y-f[1])) <= float64(r) {
+			if !s.index.has(e2.Slot()) {
+				t.Fatal("the spawn is within the radius and not tracked")
+			}
+			return
+		}
+	}
+	t.Fatal("the spawn never reached the radius")
+}
