@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
@@ -23,17 +24,25 @@ type AllocationReconciler struct {
 	alloc       *Allocator
 	concurrency int
 
-	// results holds allocations whose server is marked but whose status write failed, so the
-	// retry records that server instead of taking a second one.
-	mu      sync.Mutex
-	results map[types.NamespacedName]servedAllocation
+	// results holds the allocations this process served: those whose status write failed, so
+	// the retry records that server instead of taking a second one, and, for servedTTL, those it
+	// recorded, so a reconcile that reads the request from a cache not yet showing the result
+	// records it again instead of taking a second server.
+	mu        sync.Mutex
+	results   map[types.NamespacedName]servedAllocation
+	lastSweep time.Time
 }
 
-// servedAllocation is the result of one allocation request (by UID) not yet recorded.
+// servedAllocation is the result of one allocation request (by UID).
 type servedAllocation struct {
-	uid    types.UID
-	status v1alpha1.GameServerAllocationStatus
+	uid      types.UID
+	status   v1alpha1.GameServerAllocationStatus
+	recorded time.Time // when its status was written; zero while it is not
 }
+
+// servedTTL is how long a recorded result is kept: far longer than the operator's cache takes to
+// show a status it wrote.
+const servedTTL = time.Minute
 
 // NewAllocationReconciler returns a reconciler that serves requests through alloc, concurrency
 // at a time (default 16).
@@ -114,7 +123,7 @@ func (r *AllocationReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		r.remember(req.NamespacedName, servedAllocation{uid: a.UID, status: st})
 		return ctrl.Result{}, fmt.Errorf("record allocation result: %w", err)
 	}
-	r.forget(req.NamespacedName)
+	r.remember(req.NamespacedName, servedAllocation{uid: a.UID, status: st, recorded: time.Now()})
 	ctrl.LoggerFrom(ctx).V(1).Info("allocation served", "state", st.State, "gameserver", st.GameServerName, "reason", st.Reason)
 	return ctrl.Result{}, nil
 }
@@ -136,18 +145,29 @@ func (r *AllocationReconciler) servedEarlier(ctx context.Context, a *v1alpha1.Ga
 	return allocatedTo(gs), true, nil
 }
 
-// pending returns the unrecorded result of the request key with that uid, if there is one.
+// pending returns the result this process served for the request key with that uid, if it has
+// one: not recorded yet, or recorded within servedTTL.
 func (r *AllocationReconciler) pending(key types.NamespacedName, uid types.UID) (v1alpha1.GameServerAllocationStatus, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	s, ok := r.results[key]
-	return s.status, ok && s.uid == uid
+	return s.status, ok && s.uid == uid && (s.recorded.IsZero() || time.Since(s.recorded) < servedTTL)
 }
 
+// remember keeps s for key, and drops the recorded results older than servedTTL, at most once
+// per half of it.
 func (r *AllocationReconciler) remember(key types.NamespacedName, s servedAllocation) {
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	r.results[key] = s
-	r.mu.Unlock()
+	if now := time.Now(); now.Sub(r.lastSweep) >= servedTTL/2 {
+		r.lastSweep = now
+		for k, v := range r.results {
+			if !v.recorded.IsZero() && now.Sub(v.recorded) >= servedTTL {
+				delete(r.results, k)
+			}
+		}
+	}
 }
 
 func (r *AllocationReconciler) forget(key types.NamespacedName) {
