@@ -208,9 +208,9 @@ func TestLifetimeChurnKeepsPopulation(t *testing.T) {
 // rests, steering and varying steps; and every entity that spawns (in a Step or between Steps)
 // is listed by Spawned after the next Step, when a viewer looks after every Step.
 func TestReachAndSpawned(t *testing.T) {
-	for k := KindAvatar; k <= KindDrone; k++ {
-		if k.speed() > maxSpeed {
-			t.Fatalf("kind %d speed %v over maxSpeed %v", k, k.speed(), maxSpeed)
+	for k := range 256 { // every Kind
+		if v := Kind(k).speed(); v > maxSpeed {
+			t.Fatalf("kind %d speed %v over maxSpeed %v", k, v, maxSpeed)
 		}
 	}
 	cfg := Config{Seed: 7, Capacity: 700, Population: 500, HalfExtent: 300, CellSize: 50,
