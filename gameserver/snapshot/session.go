@@ -400,7 +400,7 @@ func (s *Session) gather(tick uint32, fx, fy float32) {
 	for k := 0; k < len(watch); {
 		slot := watch[k]
 		m := &metas[slot]
-		if d2 := (m.X-fx)*(m.X-fx) + (m.Y-fy)*(m.Y-fy); m.Alive && !s.index.has(slot) && !s.add(tick, slot, d2, inv) {
+		if m.Alive && !s.index.has(slot) && !s.add(tick, slot, m.Dist2(fx, fy), inv) {
 			k++
 			continue
 		}
@@ -412,8 +412,7 @@ func (s *Session) gather(tick uint32, fx, fy float32) {
 	// the bound on motion since the scan covers it from there, whatever the focus did.
 	for _, slot := range spawned {
 		m := &metas[slot]
-		if d2 := (m.X-fx)*(m.X-fx) + (m.Y-fy)*(m.Y-fy); m.Alive && !s.index.has(slot) && !s.add(tick, slot, d2, inv) &&
-			(m.X-s.scanX)*(m.X-s.scanX)+(m.Y-s.scanY)*(m.Y-s.scanY) <= band2 {
+		if m.Alive && !s.index.has(slot) && !s.add(tick, slot, m.Dist2(fx, fy), inv) && m.Dist2(s.scanX, s.scanY) <= band2 {
 			watch = append(watch, slot)
 		}
 	}
@@ -562,7 +561,7 @@ func (s *Session) classify(p *pass) (others bool) {
 	for i := range reps {
 		rep := &reps[i]
 		m := &metas[rep.slot]
-		d2 := (m.X-p.fx)*(m.X-p.fx) + (m.Y-p.fy)*(m.Y-p.fy)
+		d2 := m.Dist2(p.fx, p.fy)
 		if rep.leaving || !m.Alive || m.Gen != rep.gen || d2 > p.exit2 {
 			buckets[i], others = other, true
 			continue
@@ -615,7 +614,7 @@ func (s *Session) collectOther(p *pass, i int) {
 		s.storeBaseline(rep, i)
 	}
 	meta := s.w.Meta(rep.slot)
-	d2 := (meta.X-p.fx)*(meta.X-p.fx) + (meta.Y-p.fy)*(meta.Y-p.fy)
+	d2 := meta.Dist2(p.fx, p.fy)
 	if !meta.Alive {
 		d2 = float32(math.Inf(1))
 	}

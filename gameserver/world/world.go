@@ -130,6 +130,13 @@ type SlotMeta struct {
 	Alive   bool
 }
 
+// Dist2 is the squared horizontal distance from the slot's position to (x, y), in m², as interest
+// queries measure it.
+func (m *SlotMeta) Dist2(x, y float32) float32 {
+	dx, dy := m.X-x, m.Y-y
+	return dx*dx + dy*dy
+}
+
 // Bump raises an entity's replication priority for the tick, e.g. after a collision.
 type Bump struct {
 	Slot   uint16
