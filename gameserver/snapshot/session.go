@@ -475,11 +475,10 @@ func (s *Session) start(rep *replica, gen uint16, tick uint32, relevance float32
 // bump adds this tick's game-logic bumps to the priorities of the entities they name.
 func (s *Session) bump() {
 	for _, b := range s.w.Bumps() {
-		if !s.index.has(b.Slot) {
-			continue
-		}
-		if rep := &s.reps[s.index.pos[b.Slot]]; rep.gen == b.Gen && !rep.leaving {
-			rep.priority += b.Amount
+		if i, ok := s.index.find(b.Slot); ok {
+			if rep := &s.reps[i]; rep.gen == b.Gen && !rep.leaving {
+				rep.priority += b.Amount
+			}
 		}
 	}
 }
@@ -670,7 +669,7 @@ func (s *Session) compact(tick uint32) {
 		if i != j {
 			s.reps[j], s.bases[j] = s.reps[i], s.bases[i]
 			s.reps[j].minPromote = tick + 1
-			s.index.pos[s.reps[j].slot] = uint16(j)
+			s.index.set(s.reps[j].slot, j)
 		}
 		j++
 	}
@@ -1039,13 +1038,14 @@ func (s *Session) ackPacket(seq uint16, res *AckResult) {
 // needFull drops an entity's baseline so that its full state is sent, ignoring
 // acknowledgements of records already in flight (the client could not apply them).
 func (s *Session) needFull(id uint16) {
-	if int(id) >= s.w.Capacity() || !s.index.has(id) {
+	if int(id) >= s.w.Capacity() {
 		return
 	}
-	rep := &s.reps[s.index.pos[id]]
-	if rep.leaving {
+	i, ok := s.index.find(id)
+	if !ok || s.reps[i].leaving {
 		return
 	}
+	rep := &s.reps[i]
 	s.stats.NeedFull++
 	rep.baseTick = 0
 	rep.lastSent = 0
