@@ -674,9 +674,7 @@ func TestDroppedInRadiusFoundNextTick(t *testing.T) {
 			if each != nil {
 				each()
 			}
-			if err := s.BuildFrame(0, 0, f); err != nil {
-				t.Fatal(err)
-			}
+			build(t, s, f)
 			if until(float32(math.Hypot(float64(bx), float64(by)))) {
 				return
 			}
@@ -690,10 +688,9 @@ func TestDroppedInRadiusFoundNextTick(t *testing.T) {
 		t.Fatal("b not tracked at 50 m")
 	}
 	// Out past the exit radius: b leaves and its despawn goes out, unacknowledged.
-	var despawnSeq uint16
 	despawns := s.Stats().Despawns
 	walk(130, func(float32) bool { return s.Stats().Despawns > despawns }, nil)
-	despawnSeq = s.nextSeq - 1
+	despawnSeq := s.nextSeq - 1
 	// Back in: the despawn's ACK arrives just before the build in which b is within the radius.
 	acked := false
 	walk(50, func(d float32) bool { return acked }, func() {
@@ -709,9 +706,7 @@ func TestDroppedInRadiusFoundNextTick(t *testing.T) {
 	}
 	scans := s.scans
 	w.Step(dt)
-	if err := s.BuildFrame(0, 0, f); err != nil {
-		t.Fatal(err)
-	}
+	build(t, s, f)
 	if !s.index.has(b.Slot()) || s.scans != scans {
 		t.Fatalf("next build: b tracked %v, full scans %d -> %d; want b tracked without a scan", s.index.has(b.Slot()), scans, s.scans)
 	}
@@ -807,14 +802,12 @@ func TestSpawnWatchedFromScanPoint(t *testing.T) {
 	}
 	s.SetFocus(a)
 	fr := NewFrame(64 << 10)
-	build := func() {
+	stepAndBuild := func() {
 		t.Helper()
 		w.Step(dt)
-		if err := s.BuildFrame(0, 0, fr); err != nil {
-			t.Fatal(err)
-		}
+		build(t, s, fr)
 	}
-	build() // the scan, at f
+	stepAndBuild() // the scan, at f
 	scans := s.scans
 	s.SetFocus(other)
 	e2, err := w.AddAvatar()
@@ -824,11 +817,11 @@ func TestSpawnWatchedFromScanPoint(t *testing.T) {
 	if x, y, _, _ := w.Position(e2); x != px || y != py {
 		t.Fatalf("spawned at (%v, %v), the probe at (%v, %v)", x, y, px, py)
 	}
-	build()
+	stepAndBuild()
 	s.SetFocus(a)
 	w.SetTarget(e2, f[0], f[1])
 	for range 30 {
-		build()
+		stepAndBuild()
 		if s.scans != scans {
 			t.Fatal("a full scan came before the spawn reached the radius")
 		}
@@ -841,4 +834,12 @@ func TestSpawnWatchedFromScanPoint(t *testing.T) {
 		}
 	}
 	t.Fatal("the spawn never reached the radius")
+}
+
+// build builds s's frame of the world's current tick, with no budget, into f.
+func build(t *testing.T, s *Session, f *Frame) {
+	t.Helper()
+	if err := s.BuildFrame(0, 0, f); err != nil {
+		t.Fatal(err)
+	}
 }
