@@ -36,6 +36,9 @@ type benchServer struct {
 	sessions []*Session
 	frames   []*Frame
 	delays   []uint32 // ticks each session's client waits before acknowledging
+	// every is how often sessions are built, in ticks: session i at the ticks t with
+	// t % every == i % every, as the rate lever spreads them; 0 or 1: every tick.
+	every uint32
 	// sentSeq[i][t % sentRing] is the newest sequence session i sent at tick t, -1 for none.
 	sentSeq  [][sentRing]int32
 	ackBytes []byte
@@ -105,13 +108,16 @@ func (bs *benchServer) tick() {
 			}
 		}
 		f := bs.frames[i]
+		bs.sentSeq[i][t%sentRing] = -1
+		if bs.every > 1 && t%bs.every != uint32(i)%bs.every {
+			continue
+		}
 		before := s.stats.Spawns + s.stats.Deltas + s.stats.Despawns
 		if err := s.BuildFrame(bs.budget, nowMs, f); err != nil {
 			panic(err)
 		}
 		bs.records += s.stats.Spawns + s.stats.Deltas + s.stats.Despawns - before
 		bs.bytes += f.Bytes()
-		bs.sentSeq[i][t%sentRing] = -1
 		if f.Packets() > 0 {
 			bs.sentSeq[i][t%sentRing] = int32(s.nextSeq - 1)
 		}
@@ -145,6 +151,19 @@ func BenchmarkTickMixedRTT(b *testing.B) {
 			benchTick(b, newBenchServerDelays(b, n, func(i int) uint32 { return uint32(1 + i%12) }))
 		})
 	}
+}
+
+// BenchmarkTickThrottled is BenchmarkTick with every session built every other tick, as the
+// rate lever does at a throttle of one half: half the sessions a tick.
+func BenchmarkTickThrottled(b *testing.B) {
+	b.Run("sessions=256", func(b *testing.B) {
+		bs := newBenchServer(b, 256)
+		bs.every = 2
+		for range 60 { // into the steady state of builds every other tick
+			bs.tick()
+		}
+		benchTick(b, bs)
+	})
 }
 
 func benchTick(b *testing.B, bs *benchServer) {

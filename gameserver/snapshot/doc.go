@@ -19,8 +19,9 @@
 //     entities in a band 1/32 of the radius wide beyond it. Until the focus and the world's
 //     entities together may have moved that far (world.Reach bounds how far entities moved),
 //     nothing else can come within the radius, so between scans the session checks only those,
-//     the entities it dropped since and those the world spawned (world.Spawned): the same
-//     entities a scan every tick would find, at the cost of a scan every few dozen ticks;
+//     the entities it dropped since and those the world spawned since its last frame
+//     (world.SpawnedSince), however many ticks ago that was: the same entities a scan every tick
+//     would find, at the cost of a scan every few dozen ticks;
 //  2. finds the newest record of each tracked entity among the packets acknowledged since the
 //     last frame;
 //  3. in one pass over the tracked entities (each keeps its position in the session's array while

@@ -378,17 +378,17 @@ func (s *Session) promote() {
 // as the band is wide (the world's Reach bounds the entities), an entity that was beyond the
 // band at the scan is still beyond the radius; so between scans gather checks only the watched
 // entities, those collect dropped since (drop watches them), and those the world spawned since
-// the last build (world.Spawned). A build that does not follow the last one by one tick, a new
-// radius, a reset, a build without focus, or more entities to check than a scan would read,
-// scans in full. Interest is thus exactly what a scan every tick finds, at the cost of a scan
-// every few dozen ticks and a check of a few dozen entities.
+// the last build (world.SpawnedSince), however many ticks ago that was. A last build beyond what
+// the world's spawn log covers, a new radius, a reset, a build without focus, or more entities to
+// check than a scan would read, scans in full. Interest is thus exactly what a scan every tick
+// finds, at the cost of a scan every few dozen ticks and a check of a few dozen entities.
 func (s *Session) gather(tick uint32, fx, fy float32) {
 	r := s.cfg.InterestRadius
 	slack := r * scanSlack
 	reach := s.w.Reach()
 	dx, dy := float64(fx-s.scanX), float64(fy-s.scanY)
-	spawned := s.w.Spawned()
-	if s.scanDue || tick != s.lastBuild+1 || reach-s.scanReach+math.Sqrt(dx*dx+dy*dy) >= float64(slack) ||
+	spawned, covered := s.w.SpawnedSince(s.lastBuild)
+	if s.scanDue || !covered || reach-s.scanReach+math.Sqrt(dx*dx+dy*dy) >= float64(slack) ||
 		len(spawned)+len(s.watch) > len(s.reps) { // a scan reads about as many entities as are tracked
 		s.scan(tick, fx, fy, r, slack, reach)
 		return
@@ -404,7 +404,8 @@ func (s *Session) gather(tick uint32, fx, fy float32) {
 			k++
 			continue
 		}
-		// Tracked now (a drop watches it again), or dead (a new entity in the slot is in Spawned).
+		// Tracked now (a drop watches it again), or dead (a new entity in the slot is listed as
+		// spawned).
 		watch[k] = watch[len(watch)-1]
 		watch = watch[:len(watch)-1]
 	}

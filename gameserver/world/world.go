@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/netfleet/netfleet/gameserver/protocol"
 )
@@ -178,10 +179,11 @@ type World struct {
 	kill       []uint16
 	grid       grid
 	reach      float64 // Reach
-	// spawned lists the slots spawned since the Step before the last began; those from split on
-	// spawned in the last Step or since.
-	spawned []uint16
-	split   int
+	// The spawn log (SpawnedSince): the slots spawned, oldest first, and the tick each spawned
+	// at. It holds every spawn at tick bornFrom or later, and nothing older than the history.
+	born     []uint16
+	bornAt   []uint32
+	bornFrom uint32
 }
 
 // New creates a world at tick 1 with Population entities placed at random.
@@ -210,7 +212,8 @@ func New(cfg Config) (*World, error) {
 		free:    make([]uint16, n),
 		freeLen: n,
 		kill:    make([]uint16, 0, n),
-		spawned: make([]uint16, 0, n),
+		born:    make([]uint16, 0, maxLog*n),
+		bornAt:  make([]uint32, 0, maxLog*n),
 		bumps:   make([]Bump, 0, 64),
 		grid:    newGrid(cfg.HalfExtent, cfg.CellSize, n),
 	}
@@ -242,8 +245,7 @@ func (w *World) Count() int { return w.population + w.avatars }
 func (w *World) Step(dt float32) {
 	w.tick++
 	w.reach += float64(maxSpeed * abs(dt))
-	w.spawned = w.spawned[:copy(w.spawned, w.spawned[w.split:])]
-	w.split = len(w.spawned)
+	w.trimLog()
 	w.bumps = w.bumps[:0]
 	w.kill = w.kill[:0]
 	for s := range w.meta {
@@ -415,8 +417,44 @@ func (w *World) spawn(k Kind, p [3]float32) (ID, bool) {
 	w.meta[s].Changed = w.tick
 	w.meta[s].X, w.meta[s].Y = p[0], p[1]
 	w.hist[int(w.tick&uint32(w.cfg.HistoryTicks-1))*len(w.states)+int(s)] = w.states[s]
-	w.spawned = append(w.spawned, s)
+	w.logSpawn(s)
 	return makeID(s, w.meta[s].Gen), true
+}
+
+// maxLog bounds the spawn log, in entries per slot of capacity: a world that spawns more within
+// its history forgets the oldest, and SpawnedSince reports the ticks it no longer covers.
+const maxLog = 2
+
+// logSpawn adds slot s, spawned now, to the spawn log. A full log drops its older half, and
+// the rest of the spawns of the tick it stopped in, so that it still holds every spawn from
+// bornFrom on.
+func (w *World) logSpawn(s uint16) {
+	if n := len(w.born); n >= maxLog*len(w.meta) {
+		w.bornFrom = w.bornAt[n/2-1] + 1
+		w.dropLog()
+	}
+	w.born = append(w.born, s)
+	w.bornAt = append(w.bornAt, w.tick)
+}
+
+// trimLog drops from the spawn log the spawns older than the history, at the start of a Step.
+func (w *World) trimLog() {
+	if h := uint32(w.cfg.HistoryTicks); w.tick > h {
+		w.bornFrom = max(w.bornFrom, w.tick-h+1)
+	}
+	w.dropLog()
+}
+
+// dropLog drops the spawns before bornFrom from the spawn log.
+func (w *World) dropLog() {
+	k := 0
+	for k < len(w.bornAt) && w.bornAt[k] < w.bornFrom {
+		k++
+	}
+	if k > 0 {
+		w.born = w.born[:copy(w.born, w.born[k:])]
+		w.bornAt = w.bornAt[:copy(w.bornAt, w.bornAt[k:])]
+	}
 }
 
 func (w *World) despawn(s uint16) {
@@ -498,14 +536,25 @@ func (w *World) Bumps() []Bump { return w.bumps }
 
 // Reach bounds how far entities move: between two calls, no entity alive through both moved
 // farther than the difference of their results (in meters, in any direction), however many
-// Steps ran between them. An entity that spawned between them may be anywhere (Spawned).
+// Steps ran between them. An entity that spawned between them may be anywhere (SpawnedSince).
 func (w *World) Reach() float64 { return w.reach }
 
-// Spawned lists the slots whose entities spawned since the Step before the last began: in that
-// Step, in the last one, between them or since. A viewer that looks at it after every Step sees
-// every spawn at least once. A slot may be listed more than once, and its entity may have
-// despawned since; the list changes at the next Step or spawn.
-func (w *World) Spawned() []uint16 { return w.spawned }
+// SpawnedSince lists the slots whose entities spawned at tick or later, a spawn's tick being the
+// world's Tick when it spawned (a Step advances the tick, then spawns). So a viewer that looked at
+// the world at some tick, and asks later with that tick, sees every entity spawned since it
+// looked (and some it may have seen already). A slot may be listed more than once, and its entity
+// may have despawned since; the list changes at the next Step or spawn.
+//
+// It reports false, and lists nothing, for a tick it no longer covers: one that is not among the
+// last HistoryTicks, or one older than the spawns it kept, the newest twice the world's capacity
+// of them (a world that spawns more than that within the history).
+func (w *World) SpawnedSince(tick uint32) ([]uint16, bool) {
+	if tick < w.bornFrom || w.tick-tick >= uint32(w.cfg.HistoryTicks) {
+		return nil, false
+	}
+	i, _ := slices.BinarySearch(w.bornAt, tick)
+	return w.born[i:], true
+}
 
 // Slot accessors for replication. They take a slot below Capacity; for a slot that is not alive
 // they return the last incarnation's values.

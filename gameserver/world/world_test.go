@@ -206,7 +206,8 @@ func TestLifetimeChurnKeepsPopulation(t *testing.T) {
 
 // TestReachAndSpawned: Reach bounds the motion of every entity between any two ticks, through
 // rests, steering and varying steps; and every entity that spawns (in a Step or between Steps)
-// is listed by Spawned after the next Step, when a viewer looks after every Step.
+// is listed by SpawnedSince the tick a viewer last looked, whether it looks every tick or every
+// few dozen.
 func TestReachAndSpawned(t *testing.T) {
 	for k := range 256 { // every Kind
 		if v := Kind(k).speed(); v > maxSpeed {
@@ -222,6 +223,8 @@ func TestReachAndSpawned(t *testing.T) {
 		reach float64
 	}
 	first := make([]seen, w.Capacity()) // where each incarnation was first seen
+	// Viewers that look every lag ticks, the longest within the history.
+	viewers := []*spawnViewer{newSpawnViewer(w, 1), newSpawnViewer(w, 3), newSpawnViewer(w, 17), newSpawnViewer(w, 63)}
 	var avatars []ID
 	for tick := range 600 {
 		if tick%50 == 10 { // spawned between Steps
@@ -238,9 +241,10 @@ func TestReachAndSpawned(t *testing.T) {
 		}
 		dt := []float32{1.0 / 60, 0, 1.0 / 30, 0.1}[tick%4]
 		w.Step(dt)
-		spawned := map[uint16]bool{}
-		for _, s := range w.Spawned() {
-			spawned[s] = true
+		for _, v := range viewers {
+			if tick%v.lag == 0 && !v.look(t, w) {
+				t.Fatalf("tick %d: SpawnedSince does not cover tick %d, %d ticks ago", w.Tick(), v.looked, w.Tick()-v.looked)
+			}
 		}
 		for s, m := range w.Metas() {
 			if !m.Alive {
@@ -248,9 +252,6 @@ func TestReachAndSpawned(t *testing.T) {
 			}
 			f := &first[s]
 			if f.gen != m.Gen {
-				if tick > 0 && !spawned[uint16(s)] {
-					t.Fatalf("tick %d: slot %d incarnation %d is new, not in Spawned", w.Tick(), s, m.Gen)
-				}
 				*f = seen{gen: m.Gen, x: m.X, y: m.Y, reach: w.Reach()}
 				continue
 			}
@@ -258,6 +259,94 @@ func TestReachAndSpawned(t *testing.T) {
 			if bound := w.Reach() - f.reach; moved > bound+1e-3 {
 				t.Fatalf("tick %d: slot %d moved %.3f m, Reach bounds %.3f", w.Tick(), s, moved, bound)
 			}
+		}
+	}
+}
+
+// spawnViewer looks at a world every lag ticks and asks SpawnedSince for the spawns since it last
+// looked; every incarnation it did not see before must be among them.
+type spawnViewer struct {
+	lag    int
+	looked uint32
+	gens   []uint16 // each slot's generation when last looked at, 0: not alive then
+}
+
+func newSpawnViewer(w *World, lag int) *spawnViewer {
+	v := &spawnViewer{lag: lag, looked: w.Tick(), gens: make([]uint16, w.Capacity())}
+	for s, m := range w.Metas() {
+		if m.Alive {
+			v.gens[s] = m.Gen
+		}
+	}
+	return v
+}
+
+// look reports false if SpawnedSince does not cover the tick it last looked at, and fails t if
+// it leaves out a new incarnation.
+func (v *spawnViewer) look(t *testing.T, w *World) bool {
+	t.Helper()
+	spawned, ok := w.SpawnedSince(v.looked)
+	if !ok {
+		return false
+	}
+	listed := map[uint16]bool{}
+	for _, s := range spawned {
+		listed[s] = true
+	}
+	for s, m := range w.Metas() {
+		if m.Alive && m.Gen != v.gens[s] && !listed[uint16(s)] {
+			t.Fatalf("tick %d: slot %d incarnation %d spawned since tick %d, not in SpawnedSince", w.Tick(), s, m.Gen, v.looked)
+		}
+		if v.gens[s] = 0; m.Alive {
+			v.gens[s] = m.Gen
+		}
+	}
+	v.looked = w.Tick()
+	return true
+}
+
+// TestSpawnedSinceBounds: SpawnedSince covers the last HistoryTicks ticks and no more, spawns
+// between Steps included; a world spawning more than twice its capacity within them keeps the
+// newest spawns, and still covers the last tick.
+func TestSpawnedSinceBounds(t *testing.T) {
+	w := mustNew(t, Config{Seed: 3, Capacity: 40, Population: 10, HalfExtent: 100, HistoryTicks: 8, LifetimeMeanSec: 1e6})
+	for range 20 {
+		w.Step(1.0 / 60)
+	}
+	id, err := w.AddAvatar() // between Steps: at the current tick
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := w.SpawnedSince(w.Tick()); !ok || !slices.Contains(got, id.Slot()) {
+		t.Fatalf("SpawnedSince(now) = %v, %v: the avatar spawned now is not listed", got, ok)
+	}
+	for range 7 {
+		w.Step(1.0 / 60)
+	}
+	if got, ok := w.SpawnedSince(w.Tick() - 7); !ok || !slices.Contains(got, id.Slot()) {
+		t.Fatalf("SpawnedSince(7 ticks ago) = %v, %v: the avatar spawned then is not listed", got, ok)
+	}
+	if _, ok := w.SpawnedSince(w.Tick() - 8); ok {
+		t.Fatal("SpawnedSince covers a tick beyond the history")
+	}
+	if _, ok := w.SpawnedSince(w.Tick() + 1); ok {
+		t.Fatal("SpawnedSince covers a tick to come")
+	}
+
+	// Every entity dies and is replaced every Step: 40 spawns a tick, twice the log's 80 entries
+	// over two ticks.
+	w = mustNew(t, Config{Seed: 3, Capacity: 40, Population: 40, HalfExtent: 100, HistoryTicks: 8, LifetimeMeanSec: 1e-6})
+	v := newSpawnViewer(w, 1)
+	for tick := range 30 {
+		w.Step(1.0 / 60)
+		if !v.look(t, w) {
+			t.Fatalf("tick %d: SpawnedSince does not cover the last tick", w.Tick())
+		}
+		if _, ok := w.SpawnedSince(w.Tick() - 3); ok && tick > 3 {
+			t.Fatalf("tick %d: SpawnedSince covers 3 ticks of 40 spawns each in 80 entries", w.Tick())
+		}
+		if len(w.born) > 2*w.Capacity() {
+			t.Fatalf("the spawn log holds %d entries, over twice the capacity", len(w.born))
 		}
 	}
 }
