@@ -18,19 +18,22 @@ import (
 // An entry holds a record of at most 64 bits, which is nearly every delta of a moving entity; a
 // longer one (a large jump, a turn) is encoded by every session that sends it. Entries are 16
 // bytes so that the table stays in the CPU's caches. Each slot has cacheWays entries, chosen by
-// the baseline's age, so the records of any four consecutive ages (clients whose round trips
-// differ by up to three ticks) are cached together. An entry is filled at most once per tick, by
+// the baseline's age, so the records of any sixteen consecutive ages (clients whose round trips
+// differ by up to 250 ms) are cached together. The table is laid out by age, then slot: the
+// sessions of one age read a table of 16 bytes per slot, where one cache line per slot would
+// bring in fifteen entries they do not use. An entry is filled at most once per tick, by
 // the first session that needs it (later ones with another age that maps to the same entry
 // encode their record themselves), so a filled entry never changes while sessions read it and
 // sessions may be built concurrently: a filler claims the entry with a compare-and-swap of its
 // key, writes the record, then publishes the key; a reader that loads the published key sees the
 // record written before it. The world steps between ticks, while no session is being built.
 type recordCache struct {
-	entries []cacheEntry // slot*cacheWays + age%cacheWays
+	entries []cacheEntry // (age%cacheWays)*slots + slot
+	slots   int
 }
 
-// cacheWays is the number of ages cached per slot, a power of two: 64 bytes per slot.
-const cacheWays = 4
+// cacheWays is the number of ages cached per slot, a power of two: 256 bytes per slot.
+const cacheWays = 16
 
 // A key is the tick in its high 32 bits, the age in bits 8 to 31 and the record's length in bits
 // in the low 8. Age 0 marks an entry being filled; length 0 marks a state equal to its baseline.
@@ -42,7 +45,12 @@ type cacheEntry struct {
 const recordLenBits = 8
 
 func newRecordCache(slots int) *recordCache {
-	return &recordCache{entries: make([]cacheEntry, slots*cacheWays)}
+	return &recordCache{entries: make([]cacheEntry, slots*cacheWays), slots: slots}
+}
+
+// at is the entry for slot's record against a baseline age ticks old.
+func (c *recordCache) at(slot uint16, age uint32) *cacheEntry {
+	return &c.entries[int(age&(cacheWays-1))*c.slots+int(slot)]
 }
 
 func cacheKey(tick, age uint32) uint64 { return uint64(tick)<<32 | uint64(age)<<recordLenBits }

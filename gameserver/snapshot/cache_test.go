@@ -10,17 +10,17 @@ import (
 	"github.com/netfleet/netfleet/gameserver/world"
 )
 
-// TestCachedRecordsMatchEncoding: sessions whose clients acknowledge after different delays
-// (baselines of many ages, so entries of the shared record cache are contended) send exactly the
-// bytes that the same sessions send when each has a cache of its own, which a session never hits
-// (it encodes a replica once a tick): every record encoded afresh.
+// TestCachedRecordsMatchEncoding: sessions whose clients acknowledge after different delays, up
+// to 21 ticks (baselines of more ages than the cache has ways, so its entries are contended),
+// send exactly the bytes that the same sessions send when each has a cache of its own, which a
+// session never hits (it encodes a replica once a tick): every record encoded afresh.
 func TestCachedRecordsMatchEncoding(t *testing.T) {
 	run := func(shared bool) []byte {
 		cfg := testConfig()
 		cfg.InterestRadius = 400 // every session sees most of the world: records are shared
 		h := newHarness(t, busyWorld(31), cfg)
 		for i := range 6 {
-			l := h.addLink(2400*(i%3), 50*(i%2), 1+i)
+			l := h.addLink(2400*(i%3), 50*(i%2), 1+4*i)
 			if !shared {
 				l.sess.cache = newRecordCache(h.w.Capacity())
 			}

@@ -53,7 +53,7 @@
 // A delta record depends only on the entity, the tick and the baseline's tick, and sessions whose
 // clients acknowledge at similar round trips hold the same baselines. The sessions of a world
 // share a cache of the current tick's delta records of up to 64 bits (nearly every delta of a
-// moving entity), four baseline ages per entity: the first session that needs a record encodes
+// moving entity), sixteen baseline ages per entity: the first session that needs a record encodes
 // it, the others append its bits. The cache, like the shared arrays above, is found through the
 // world, so the sessions of a world need no shared object handed to them; both are dropped when
 // the world is collected. It is safe for sessions built concurrently: an entry is claimed with a

@@ -790,7 +790,7 @@ func (s *Session) place(tick uint32) (encode int) {
 			cands[c] = uint16(i)
 		}
 	}
-	reps, entries := s.reps[:m], s.cache.entries
+	reps, cache := s.reps[:m], s.cache
 	candBits, candLen, encodeList := sc.candBits[:len(cands)], sc.candLen[:len(cands)], sc.encode[:len(cands)]
 	key := uint64(tick) << (32 - recordLenBits)
 	for c, ri := range cands {
@@ -801,7 +801,7 @@ func (s *Session) place(tick uint32) (encode int) {
 			candBits[c], candLen[c] = 0, recEncoded
 			continue
 		}
-		e := &entries[int(rep.slot)*cacheWays+int(age&(cacheWays-1))]
+		e := cache.at(rep.slot, age)
 		if k := e.key.Load(); k>>recordLenBits == key|uint64(age) {
 			candBits[c], candLen[c] = e.bits, uint8(k) // recEqual, or a short delta's length
 		} else {
@@ -822,7 +822,7 @@ func (s *Session) encodeDelta(c uint16, tick uint32, base, cur *protocol.State) 
 	if *base != *cur {
 		protocol.DeltaRecord(rep.slot, age, base, cur, &rec)
 	}
-	s.cache.entries[int(rep.slot)*cacheWays+int(age&(cacheWays-1))].fill(tick, age, &rec)
+	s.cache.at(rep.slot, age).fill(tick, age, &rec)
 	if rec.N > 64 {
 		s.sc.candBits[c], s.sc.candLen[c] = 0, recEncoded
 		return
