@@ -37,7 +37,8 @@ type benchServer struct {
 	frames   []*Frame
 	delays   []uint32 // ticks each session's client waits before acknowledging
 	// every is how often sessions are built, in ticks: session i at the ticks t with
-	// t % every == i % every, as the rate lever spreads them; 0 or 1: every tick.
+	// t % every == i % every, each at a phase of its own, as sessions throttled at different
+	// times are; 0 or 1: every tick.
 	every uint32
 	// sentSeq[i][t % sentRing] is the newest sequence session i sent at tick t, -1 for none.
 	sentSeq  [][sentRing]int32

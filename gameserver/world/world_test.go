@@ -333,14 +333,14 @@ func TestSpawnedSinceBounds(t *testing.T) {
 		t.Fatal("SpawnedSince covers a tick to come")
 	}
 
-	// Every entity dies and is replaced every Step: 40 spawns a tick, twice the log's 80 entries
-	// over two ticks.
+	// Every entity dies and is replaced every Step: 40 spawns a tick, so the log's 80 entries
+	// hold two ticks of them.
 	w = mustNew(t, Config{Seed: 3, Capacity: 40, Population: 40, HalfExtent: 100, HistoryTicks: 8, LifetimeMeanSec: 1e-6})
 	v := newSpawnViewer(w, 1)
 	for tick := range 30 {
 		w.Step(1.0 / 60)
 		if !v.look(t, w) {
-			t.Fatalf("tick %d: SpawnedSince does not cover the last tick", w.Tick())
+			t.Fatalf("tick %d: SpawnedSince does not cover the tick before", w.Tick())
 		}
 		if _, ok := w.SpawnedSince(w.Tick() - 3); ok && tick > 3 {
 			t.Fatalf("tick %d: SpawnedSince covers 3 ticks of 40 spawns each in 80 entries", w.Tick())
