@@ -97,19 +97,9 @@ func (r *AllocationReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		r.forget(req.NamespacedName)
 		return ctrl.Result{}, nil
 	}
-	st, ok := r.pending(req.NamespacedName, a.UID)
-	if !ok {
-		var err error
-		if st, ok, err = r.servedEarlier(ctx, a); err != nil {
-			return ctrl.Result{}, err
-		}
-	}
-	if !ok {
-		var err error
-		st, err = r.alloc.AllocateFor(ctx, a)
-		if err != nil {
-			return ctrl.Result{}, err
-		}
+	st, err := r.serve(ctx, req.NamespacedName, a)
+	if err != nil {
+		return ctrl.Result{}, err
 	}
 	base := a.DeepCopy()
 	a.Status = st
@@ -126,6 +116,18 @@ func (r *AllocationReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	r.remember(req.NamespacedName, servedAllocation{uid: a.UID, status: st, recorded: time.Now()})
 	ctrl.LoggerFrom(ctx).V(1).Info("allocation served", "state", st.State, "gameserver", st.GameServerName, "reason", st.Reason)
 	return ctrl.Result{}, nil
+}
+
+// serve returns the result for a: the one this process served for it, the server an earlier
+// attempt marked with its UID, or a new allocation.
+func (r *AllocationReconciler) serve(ctx context.Context, key types.NamespacedName, a *v1alpha1.GameServerAllocation) (v1alpha1.GameServerAllocationStatus, error) {
+	if st, ok := r.pending(key, a.UID); ok {
+		return st, nil
+	}
+	if st, ok, err := r.servedEarlier(ctx, a); ok || err != nil {
+		return st, err
+	}
+	return r.alloc.AllocateFor(ctx, a)
 }
 
 // servedEarlier finds the server an earlier attempt allocated for a, one whose result was never
