@@ -394,13 +394,12 @@ func (s *Session) gather(tick uint32, fx, fy float32) {
 		return
 	}
 	metas := s.w.Metas()
-	inv := (1 - minRelevance) / (r * r)
 	band2 := (r + slack) * (r + slack)
 	watch := s.watch
 	for k := 0; k < len(watch); {
 		slot := watch[k]
 		m := &metas[slot]
-		if m.Alive && !s.index.has(slot) && !s.add(tick, slot, m.Dist2(fx, fy), inv) {
+		if m.Alive && !s.index.has(slot) && !s.add(tick, slot, m.Dist2(fx, fy)) {
 			k++
 			continue
 		}
@@ -413,7 +412,7 @@ func (s *Session) gather(tick uint32, fx, fy float32) {
 	// the bound on motion since the scan covers it from there, whatever the focus did.
 	for _, slot := range spawned {
 		m := &metas[slot]
-		if m.Alive && !s.index.has(slot) && !s.add(tick, slot, m.Dist2(fx, fy), inv) && m.Dist2(s.scanX, s.scanY) <= band2 {
+		if m.Alive && !s.index.has(slot) && !s.add(tick, slot, m.Dist2(fx, fy)) && m.Dist2(s.scanX, s.scanY) <= band2 {
 			watch = append(watch, slot)
 		}
 	}
@@ -428,19 +427,19 @@ func (s *Session) scan(tick uint32, fx, fy, r, slack float32, reach float64) {
 	s.scanX, s.scanY, s.scanReach, s.scanDue = fx, fy, reach, false
 	s.scans++
 	s.watch = s.watch[:0]
-	inv := (1 - minRelevance) / (r * r)
 	for _, h := range hits {
-		if !s.add(tick, h.Slot, h.Dist2, inv) {
+		if !s.add(tick, h.Slot, h.Dist2) {
 			s.watch = append(s.watch, h.Slot)
 		}
 	}
 }
 
 // add starts tracking slot, at squared distance d2 from the focus, as a spawn if it is within the
-// radius (inv is the relevance lost per m² there) and reports whether it did. When the session
-// tracks maxReplicas entities already, it does not, and the next gather scans in full.
-func (s *Session) add(tick uint32, slot uint16, d2, inv float32) bool {
-	if r := s.cfg.InterestRadius; d2 > r*r {
+// radius and reports whether it did. When the session tracks maxReplicas entities already, it
+// does not, and the next gather scans in full.
+func (s *Session) add(tick uint32, slot uint16, d2 float32) bool {
+	r2 := s.cfg.InterestRadius * s.cfg.InterestRadius
+	if d2 > r2 {
 		return false
 	}
 	if s.Known() >= maxReplicas {
@@ -456,7 +455,7 @@ func (s *Session) add(tick uint32, slot uint16, d2, inv float32) bool {
 		s.bases = append(s.bases, protocol.State{})
 	}
 	s.reps[i] = replica{slot: slot}
-	s.start(&s.reps[i], s.w.Gen(slot), tick, max(minRelevance, 1-d2*inv))
+	s.start(&s.reps[i], s.w.Gen(slot), tick, max(minRelevance, 1-d2*(1-minRelevance)/r2))
 	s.bases[i] = protocol.State{}
 	s.index.set(slot, i)
 	return true
