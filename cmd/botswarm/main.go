@@ -36,7 +36,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/netfleet/netfleet/gameserver/broadcast"
+	"github.com/netfleet/netfleet/gameserver/demo"
 	"github.com/netfleet/netfleet/gameserver/protocol"
 	"github.com/netfleet/netfleet/internal/botswarm"
 )
@@ -125,7 +125,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		}
 		extent := o.moveRange
 		o.cfg.Command = func(r *rand.Rand, dst []byte) []byte {
-			return broadcast.AppendMove(dst, float32((r.Float64()*2-1)*extent), float32((r.Float64()*2-1)*extent))
+			return demo.AppendMove(dst, float32((r.Float64()*2-1)*extent), float32((r.Float64()*2-1)*extent))
 		}
 	case "random":
 	default:

@@ -22,43 +22,6 @@ import (
 
 const testDeadline = 30 * time.Second
 
-// TestParseFlagsOverrideEnv: a flag wins over its variable, a variable over the default.
-func TestParseFlagsOverrideEnv(t *testing.T) {
-	env := map[string]string{
-		netcode.EnvGamePort:      "7001",
-		netcode.EnvAdminPort:     "9001",
-		netcode.EnvBindAddress:   "127.0.0.2",
-		netcode.EnvAdminToken:    "secret",
-		netcode.EnvInitialConfig: `{"tickRateHz": 30}`,
-	}
-	getenv := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
-	s, err := parse([]string{"--game-port", "7002", "--netcode-config", `{"tickRateHz": 20}`}, getenv, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if s.gamePort != 7002 || s.adminPort != 9001 || s.bind.String() != "127.0.0.2" || s.token != "secret" ||
-		s.netcode.TickRateHz != 20 || s.tokenGenerated {
-		t.Fatalf("settings %+v", s)
-	}
-	bad := [][]string{
-		{"--bind", "::1"},
-		{"--game-port", "70000"},
-		{"--netcode-config", `{"tickRateHz": 5}`},
-		{"--netcode-config", `{"noSuchField": 1}`},
-		{"--log-level", "loud"},
-		{"extra"},
-	}
-	for _, args := range bad {
-		if _, err := parse(args, getenv, io.Discard); err == nil {
-			t.Errorf("parse(%q) accepted", args)
-		}
-	}
-	s, err = parse(nil, func(string) (string, bool) { return "", false }, io.Discard)
-	if err != nil || !s.tokenGenerated || len(s.token) != 64 || s.gamePort != netcode.DefaultGamePort {
-		t.Fatalf("defaults: %+v, %v", s, err)
-	}
-}
-
 // TestSIGTERM builds and runs the binary, connects a client, and sends SIGTERM: the client is
 // disconnected with 1001 and the process exits 0.
 func TestSIGTERM(t *testing.T) {

@@ -30,7 +30,7 @@ import (
 	"github.com/netfleet/netfleet/api/v1alpha1"
 	"github.com/netfleet/netfleet/gameserver/admin"
 	"github.com/netfleet/netfleet/gameserver/broadcast"
-	"github.com/netfleet/netfleet/gameserver/world"
+	"github.com/netfleet/netfleet/gameserver/demo"
 	"github.com/netfleet/netfleet/internal/botswarm"
 	"github.com/netfleet/netfleet/internal/testenv"
 )
@@ -299,10 +299,15 @@ func hostAddress(t *testing.T) netip.Addr {
 // address.
 func startGameServer(t *testing.T) (http.Handler, netip.AddrPort) {
 	t.Helper()
+	g, err := demo.NewGame(demo.GameConfig{World: demo.Config{Seed: 1, Population: 50, HalfExtent: 200}, Players: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
 	b, err := broadcast.New(broadcast.Options{
 		Address:  netip.MustParseAddrPort("127.0.0.1:0"),
 		MaxPeers: 8,
-		World:    world.Config{Seed: 1, Population: 50, HalfExtent: 200},
+		Game:     g,
+		Store:    g.Store(),
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/netfleet/netfleet/api/netcode"
+	"github.com/netfleet/netfleet/gameserver/demo"
 	"github.com/netfleet/netfleet/gameserver/enet"
 	"github.com/netfleet/netfleet/gameserver/protocol"
 	"github.com/netfleet/netfleet/internal/linkem"
@@ -44,7 +45,7 @@ func TestAdversaries(t *testing.T) {
 		watched                atomic.Int64 // the parker's slot + 1; 0 until it is known
 		peakWaiting, peakInbox atomic.Uint64
 	)
-	b := startServer(t, Options{World: smallWorld(200), InterestRadius: 150, Netcode: nc, MaxPeers: 32,
+	b := startServer(t, playing(t, smallWorld(200), false, Options{InterestRadius: 150, Netcode: nc, MaxPeers: 32,
 		OnTick: func(TickStats) {
 			bb, slot := srv.Load(), int(watched.Load())-1
 			if bb == nil || slot < 0 {
@@ -59,7 +60,7 @@ func TestAdversaries(t *testing.T) {
 			mu.Lock()
 			closed[e.Stats.Slot] = e.Code
 			mu.Unlock()
-		}})
+		}}))
 	closedWith := func(slot int) (uint32, bool) {
 		mu.Lock()
 		defer mu.Unlock()
@@ -236,7 +237,7 @@ func TestAdversaries(t *testing.T) {
 	if grown := int64(enet.CHeapBytes()) - int64(heap0); grown > 32<<20 {
 		t.Errorf("C heap grew by %d bytes under attack", grown)
 	}
-	inLoop(t, b, func() { b.frozen = true })
+	inLoop(t, b, func() { b.game.(*demo.Game).SetFrozen(true) })
 	good.until(t, "good clients converged", func() bool { return mismatches(t, b, good) == 0 })
 }
 

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/netfleet/netfleet/api/netcode"
+	"github.com/netfleet/netfleet/gameserver/demo"
 	"github.com/netfleet/netfleet/gameserver/enet"
-	"github.com/netfleet/netfleet/gameserver/world"
 )
 
 // hostTotals reads the host's traffic totals on the tick loop.
@@ -32,9 +32,6 @@ type manual struct {
 func newManual(tb testing.TB, opts Options, peers int) *manual {
 	tb.Helper()
 	opts.Address = loopback
-	if opts.World.Seed == 0 {
-		opts.World.Seed = 11
-	}
 	b, err := New(opts)
 	if err != nil {
 		tb.Fatal(err)
@@ -52,6 +49,12 @@ func newManual(tb testing.TB, opts Options, peers int) *manual {
 		m.step(tb)
 	}
 	return m
+}
+
+// seeded is the world of a manual run, which always has the same seed.
+func seeded(w demo.Config) demo.Config {
+	w.Seed = 11
+	return w
 }
 
 // step runs one tick: the bots send, the server receives for a moment, ticks and flushes.
@@ -79,7 +82,7 @@ func (m *manual) traffic() (sent, received uint64) {
 // and PINGs, stepping the world, building and sending every frame through ENet — allocates
 // nothing.
 func TestTickAllocatesNothing(t *testing.T) {
-	m := newManual(t, Options{World: smallWorld(300), InterestRadius: 200}, 8)
+	m := newManual(t, playing(t, seeded(smallWorld(300)), false, Options{InterestRadius: 200}), 8)
 	for range 600 {
 		m.step(t)
 	}
@@ -105,7 +108,7 @@ func BenchmarkIdleServer128(b *testing.B) {
 	const window = 10 * time.Second
 	// Every bot connects from 127.0.0.1: the per-host connect limit must let them all in at once.
 	nc := netcode.NetcodeConfig{Ingress: netcode.IngressConfig{ConnectsPerSecondPerHost: 1000, ConnectBurstPerHost: peers}}
-	srv := startServer(b, Options{World: world.Config{Population: 1000}, InterestRadius: 250, Frozen: true, MaxPeers: peers, Netcode: nc})
+	srv := startServer(b, playing(b, demo.Config{Population: 1000}, true, Options{InterestRadius: 250, MaxPeers: peers, Netcode: nc}))
 	var bots swarm
 	for i := range peers {
 		bots = append(bots, newBot(b, srv.Address(), uint32(i+1)))
@@ -215,7 +218,7 @@ func BenchmarkConnectChurn(b *testing.B) {
 	const peers, phase, phases = 32, 2 * time.Second, 6
 	rec := newTickRecorder()
 	nc := netcode.NetcodeConfig{Ingress: netcode.IngressConfig{ConnectsPerSecondPerHost: 1000, ConnectBurstPerHost: peers}}
-	srv := startServer(b, Options{World: world.Config{Population: 1000}, MaxPeers: 64, Netcode: nc, OnTick: rec.observe})
+	srv := startServer(b, playing(b, demo.Config{Population: 1000}, false, Options{MaxPeers: 64, Netcode: nc, OnTick: rec.observe}))
 	var bots swarm
 	for i := range peers {
 		bots = append(bots, newBot(b, srv.Address(), uint32(i+1)))
@@ -323,7 +326,7 @@ func BenchmarkStalledSessions(b *testing.B) {
 		Ingress:      netcode.IngressConfig{ConnectsPerSecondPerHost: 1000, ConnectBurstPerHost: peers},
 		Backpressure: netcode.BackpressureConfig{CloseStalledAfterMs: 600000},
 	}
-	srv := startServer(b, Options{World: world.Config{Population: 1000}, MaxPeers: peers, Netcode: nc, OnTick: rec.observe})
+	srv := startServer(b, playing(b, demo.Config{Population: 1000}, false, Options{MaxPeers: peers, Netcode: nc, OnTick: rec.observe}))
 	var bots swarm
 	for i := range peers {
 		bots = append(bots, newBot(b, srv.Address(), uint32(i+1)))
@@ -404,7 +407,7 @@ func BenchmarkTick(b *testing.B) {
 	for _, peers := range []int{16, 64, 256} {
 		b.Run(fmt.Sprintf("peers=%d", peers), func(b *testing.B) {
 			nc := netcode.NetcodeConfig{Ingress: netcode.IngressConfig{ConnectsPerSecondPerHost: 1000, ConnectBurstPerHost: int32(peers)}}
-			m := newManual(b, Options{World: world.Config{Population: 1000}, MaxPeers: peers, Netcode: nc}, peers)
+			m := newManual(b, playing(b, seeded(demo.Config{Population: 1000}), false, Options{MaxPeers: peers, Netcode: nc}), peers)
 			for range 300 {
 				m.step(b)
 			}

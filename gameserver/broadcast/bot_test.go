@@ -7,8 +7,9 @@ import (
 	"time"
 
 	"github.com/netfleet/netfleet/gameserver/client"
+	"github.com/netfleet/netfleet/gameserver/demo"
 	"github.com/netfleet/netfleet/gameserver/enet"
-	"github.com/netfleet/netfleet/gameserver/world"
+	"github.com/netfleet/netfleet/gameserver/entity"
 )
 
 // testDeadline bounds every wait on the network: a hang guard generous enough for a loaded
@@ -148,9 +149,6 @@ func (s swarm) allUp() bool {
 func startServer(tb testing.TB, opts Options) *Broadcaster {
 	tb.Helper()
 	opts.Address = loopback
-	if opts.World.Seed == 0 {
-		opts.World.Seed = 7
-	}
 	b, err := New(opts)
 	if err != nil {
 		tb.Fatal(err)
@@ -187,24 +185,26 @@ func inLoop(tb testing.TB, b *Broadcaster, fn func()) {
 // within the radius must be in the view with the server's exact quantized state, and every entity
 // of the view must be alive within the exit radius (the radius plus the 10% hysteresis) with that
 // state. It runs on the tick loop.
-func viewProblems(w *world.World, focus world.ID, radius float32, view map[uint16]client.Entity) int {
-	x, y, _, ok := w.Position(focus)
-	if !ok {
+func viewProblems(st *entity.Store, focus entity.ID, radius float32, view map[uint16]client.Entity) int {
+	if !st.Valid(focus) {
 		return 1
 	}
+	m := st.Metas()[focus.Slot()]
+	x, y := m.X, m.Y
+	states, kinds := st.States(), st.Kinds()
 	problems := 0
-	for _, hit := range w.Query(x, y, radius, nil) {
+	for _, hit := range st.Query(x, y, radius, nil) {
 		e, ok := view[hit.Slot]
-		if !ok || e.State != *w.State(hit.Slot) || e.Kind != uint8(w.KindOf(hit.Slot)) {
+		if !ok || e.State != states[hit.Slot] || e.Kind != uint8(kinds[hit.Slot]) {
 			problems++
 		}
 	}
 	inExit := map[uint16]bool{}
-	for _, hit := range w.Query(x, y, radius*1.1, nil) {
+	for _, hit := range st.Query(x, y, radius*1.1, nil) {
 		inExit[hit.Slot] = true
 	}
 	for id, e := range view {
-		if !inExit[id] || e.State != *w.State(id) {
+		if !inExit[id] || e.State != states[id] {
 			problems++
 		}
 	}
@@ -238,7 +238,7 @@ func mismatches(tb testing.TB, b *Broadcaster, s swarm) int {
 			found := false
 			for slot, ss := range b.sessions {
 				if ss.Active() && b.connData[slot] == bt.data {
-					n += viewProblems(b.world, ss.Focus(), ss.InterestRadius(), views[i])
+					n += viewProblems(b.store, ss.Focus(), ss.InterestRadius(), views[i])
 					found = true
 				}
 			}
@@ -252,7 +252,22 @@ func mismatches(tb testing.TB, b *Broadcaster, s swarm) int {
 
 func i32(v int32) *int32 { return &v }
 
-// smallWorld is a world small enough that every session sees a few dozen entities.
-func smallWorld(population int) world.Config {
-	return world.Config{Population: population, HalfExtent: 300, RestMinSec: 0.5, RestMaxSec: 2}
+// smallWorld is a demo world small enough that every session sees a few dozen entities.
+func smallWorld(population int) demo.Config {
+	return demo.Config{Population: population, HalfExtent: 300, RestMinSec: 0.5, RestMaxSec: 2}
+}
+
+// playing returns o with the demo game on world w (seed 7 unless it has one), frozen or not, with
+// room for an avatar per peer slot.
+func playing(tb testing.TB, w demo.Config, frozen bool, o Options) Options {
+	tb.Helper()
+	if w.Seed == 0 {
+		w.Seed = 7
+	}
+	g, err := demo.NewGame(demo.GameConfig{World: w, Frozen: frozen, Players: max(o.MaxPeers, 256)})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	o.Game, o.Store = g, g.Store()
+	return o
 }

@@ -14,9 +14,11 @@ import (
 
 	"github.com/netfleet/netfleet/api/netcode"
 	"github.com/netfleet/netfleet/gameserver/enet"
+	"github.com/netfleet/netfleet/gameserver/entity"
+	"github.com/netfleet/netfleet/gameserver/game"
 	"github.com/netfleet/netfleet/gameserver/protocol"
 	"github.com/netfleet/netfleet/gameserver/session"
-	"github.com/netfleet/netfleet/gameserver/world"
+	"github.com/netfleet/netfleet/gameserver/snapshot"
 )
 
 // Transport constants.
@@ -57,12 +59,11 @@ type Options struct {
 	Address netip.AddrPort
 	// MaxPeers is the number of peer slots. Default 256.
 	MaxPeers int
-	// World configures the demo world. Capacity 0 sizes it to Population plus one avatar per
-	// peer slot.
-	World world.Config
-	// Frozen steps the world without simulating it: nothing moves, spawns or despawns but the
-	// avatars of connecting peers. For idle-world measurements.
-	Frozen bool
+	// Game is the game the server runs, and Store the entity store it writes. Both are owned by
+	// the tick loop from New on: the game's methods are called on it, and nothing else may touch
+	// the store.
+	Game  game.Game
+	Store *entity.Store
 	// InterestRadius is the full-detail interest radius in meters. Default 250.
 	InterestRadius float32
 	// Netcode is the config the server starts with; absent fields take their defaults.
@@ -98,45 +99,56 @@ type TickStats struct {
 	Overloaded bool
 }
 
-// Broadcaster is a game server's tick loop: it owns the ENet host, the world and every peer's
-// session. Create it with New, run it with Run on a goroutine of its own, and end it with Stop.
+// Broadcaster is a game server's tick loop: it owns the ENet host, the game and its entity store,
+// and every peer's session. Create it with New, run it with Run on a goroutine of its own, and end it with Stop.
 // Apply, Peers, PeerStats and Tick may be called from any goroutine; Apply, Peers and PeerStats
 // are served by the tick loop between two ticks.
 type Broadcaster struct {
 	log    *slog.Logger
 	onTick func(TickStats)
-	frozen bool
 
-	host     *enet.Host
-	world    *world.World
-	radius   float32
-	cfg      netcode.NetcodeConfig // running, defaulted
-	scfg     session.Config
-	period   time.Duration
-	sessions []*session.Session // by peer slot
-	peers    []enet.Peer        // by peer slot, valid while the session is active
-	connData []uint32           // by peer slot: the data the peer connected with
-	live     int
-	states   *session.StatePool
-	policy   session.StatePolicy
-	frames   *session.FramePool
-	inboxes  int64 // bytes of the active sessions' inboxes, charged to the ingress pool
-	load     overload
-	ev       enet.Event
-	input    func([]byte) // applies one COMMAND payload to inputFor
-	inputFor world.ID
+	host      *enet.Host
+	game      game.Game
+	store     *entity.Store
+	players   []game.Player // by peer slot, valid while the session is active
+	radius    float32
+	cfg       netcode.NetcodeConfig // running, defaulted
+	scfg      session.Config
+	period    time.Duration
+	sessions  []*session.Session // by peer slot
+	peers     []enet.Peer        // by peer slot, valid while the session is active
+	connData  []uint32           // by peer slot: the data the peer connected with
+	live      int
+	states    *session.StatePool
+	policy    session.StatePolicy
+	frames    *session.FramePool
+	inboxes   int64 // bytes of the active sessions' inboxes, charged to the ingress pool
+	load      overload
+	ev        enet.Event
+	input     func(session.Command) // hands one COMMAND of inputFrom to the game
+	inputFrom int
+	kicks     []kick    // players the game kicked in this tick's Step
+	gameTick  game.Tick // handed to the game's Step
 
-	reqs    chan request
-	stopReq chan context.Context
-	started chan struct{} // closed once Run serves requests
-	done    chan struct{}
-	running atomic.Bool
-	ticks   atomic.Uint64
-	current atomic.Pointer[netcode.NetcodeConfig] // b.cfg, for readers off the tick loop
-	clock   time.Time                             // monotonic origin of Now.Nanos
-	created transportLimits
-	refused uint64 // peers turned away for want of room
-	obs     observer
+	reqs        chan request
+	stopReq     chan context.Context
+	started     chan struct{} // closed once Run serves requests
+	done        chan struct{}
+	running     atomic.Bool
+	ticks       atomic.Uint64
+	current     atomic.Pointer[netcode.NetcodeConfig] // b.cfg, for readers off the tick loop
+	clock       time.Time                             // monotonic origin of Now.Nanos
+	created     transportLimits
+	refused     uint64 // peers turned away for want of room
+	gameRefused uint64 // peers the game refused
+	gameErrors  uint64 // joins the game answered with an entity that does not exist
+	obs         observer
+}
+
+// kick is a player the game disconnects.
+type kick struct {
+	slot int
+	code uint32
 }
 
 // transportLimits are the limits the ENet host was created with; ENet cannot change them live.
@@ -150,9 +162,12 @@ type request struct {
 	done chan struct{}
 }
 
-// New creates the server: the ENet host bound to opts.Address, the world and the pools. Nothing
-// runs until Run.
+// New creates the server for opts.Game: the ENet host bound to opts.Address and the pools.
+// Nothing runs until Run.
 func New(opts Options) (*Broadcaster, error) {
+	if opts.Game == nil || opts.Store == nil {
+		return nil, errors.New("broadcast: Options.Game and Options.Store are required")
+	}
 	if err := opts.Netcode.Validate(); err != nil {
 		return nil, fmt.Errorf("broadcast: initial config: %w", err)
 	}
@@ -165,19 +180,13 @@ func New(opts Options) (*Broadcaster, error) {
 	if opts.InterestRadius == 0 {
 		opts.InterestRadius = 250
 	}
-	if opts.World.Capacity == 0 {
-		opts.World.Capacity = min(opts.World.Population+opts.MaxPeers, protocol.MaxEntities)
-	}
 	cfg := opts.Netcode.Default()
 	scfg, err := session.NewConfig(cfg, opts.InterestRadius)
 	if err != nil {
 		return nil, fmt.Errorf("broadcast: %w", err)
 	}
-	w, err := world.New(opts.World)
-	if err != nil {
-		return nil, fmt.Errorf("broadcast: %w", err)
-	}
-	states, err := session.NewStatePool(w, scfg.Snapshot, cfg.Memory.StatePoolBudgetBytes)
+	shared := snapshot.NewShared(opts.Store.Capacity())
+	states, err := session.NewStatePool(opts.Store, shared, scfg.Snapshot, cfg.Memory.StatePoolBudgetBytes)
 	if err != nil {
 		return nil, fmt.Errorf("broadcast: %w", err)
 	}
@@ -202,9 +211,11 @@ func New(opts Options) (*Broadcaster, error) {
 	b := &Broadcaster{
 		log:      opts.Logger,
 		onTick:   opts.OnTick,
-		frozen:   opts.Frozen,
 		host:     host,
-		world:    w,
+		game:     opts.Game,
+		store:    opts.Store,
+		players:  make([]game.Player, opts.MaxPeers),
+		kicks:    make([]kick, 0, opts.MaxPeers),
 		radius:   opts.InterestRadius,
 		cfg:      cfg,
 		scfg:     scfg,
@@ -229,7 +240,7 @@ func New(opts Options) (*Broadcaster, error) {
 		b.sessions[i] = session.New(scfg, b.frames)
 	}
 	b.current.Store(cfg.DeepCopy())
-	b.input = b.applyInput
+	b.input = b.handInput
 	if err := b.Validate(cfg); err != nil {
 		b.host.Destroy()
 		return nil, fmt.Errorf("broadcast: initial config: %w", err)
@@ -286,7 +297,7 @@ func (b *Broadcaster) Run() error {
 	defer runtime.UnlockOSThread()
 	close(b.started)
 	b.log.Info("game server running", "address", b.host.Address().String(), "tickRateHz", b.cfg.TickRateHz,
-		"peerSlots", len(b.sessions), "entities", b.world.Count())
+		"peerSlots", len(b.sessions), "entities", b.store.Count())
 	next := time.Now()
 	cpu0 := threadCPU()
 	for {
@@ -411,7 +422,7 @@ func (b *Broadcaster) serveRequests() {
 
 // now is the time of the current tick as sessions see it.
 func (b *Broadcaster) now(t time.Time) session.Now {
-	return session.Now{Tick: uint64(b.world.Tick()), UnixMs: t.UnixMilli(), Nanos: int64(t.Sub(b.clock)), Overloaded: b.load.on}
+	return session.Now{Tick: uint64(b.store.Tick()), UnixMs: t.UnixMilli(), Nanos: int64(t.Sub(b.clock)), Overloaded: b.load.on}
 }
 
 // handle processes one ENet event.
@@ -427,7 +438,7 @@ func (b *Broadcaster) handle(ev *enet.Event) {
 	case enet.EventDisconnect:
 		if s.Active() {
 			b.peerEnded(slot, 0)
-			b.end(slot)
+			b.end(slot, game.Leave{Code: ev.Data})
 			b.log.Debug("peer disconnected", "slot", slot, "data", ev.Data)
 		}
 	case enet.EventReceive:
@@ -438,33 +449,46 @@ func (b *Broadcaster) handle(ev *enet.Event) {
 	}
 }
 
-// connect starts a session for a peer that completed its handshake: an avatar in the world,
-// replication state and an inbox from their pools, the link settings. A peer the pools or the
-// world have no room for is refused with protocol.CloseStalled (1013, try again later).
+// connect starts a session for a peer that completed its handshake: replication state and an
+// inbox from their pools, the game's join, the link settings. A peer the pools have no room for
+// is refused with protocol.CloseStalled (1013, try again later); one the game refuses, with the
+// refusal's code (game.CloseCode); one the game answers with an entity that does not exist, with
+// protocol.CloseGameError.
 func (b *Broadcaster) connect(p enet.Peer, data uint32) {
 	slot := p.Slot()
 	if b.inboxes+int64(b.cfg.Memory.MaxPendingBytesPerConnection) > b.cfg.Memory.IngressPoolBudgetBytes {
-		b.refuse(p, "the ingress pool is exhausted")
+		b.refuse(p, protocol.CloseStalled, "the ingress pool is exhausted")
 		return
 	}
 	snap := b.states.Get(b.policy.InUse())
 	if snap == nil {
-		b.refuse(p, "the state pool is exhausted")
+		b.refuse(p, protocol.CloseStalled, "the state pool is exhausted")
 		return
 	}
-	avatar, err := b.world.AddAvatar()
-	if err != nil {
+	player := game.Player{Slot: slot, Addr: p.Address(), ConnectData: data}
+	focus, err := b.game.Join(player)
+	switch {
+	case err != nil:
 		b.states.Put(snap, b.policy.InUse())
-		b.refuse(p, "the world is full")
+		b.gameRefused++
+		b.refuse(p, game.CloseCode(err), err.Error())
+		return
+	case !b.store.Valid(focus):
+		b.states.Put(snap, b.policy.InUse())
+		b.gameErrors++
+		b.log.Error("the game's Join returned an entity that does not exist in the store; the player is refused",
+			"slot", slot, "entity", focus.String())
+		b.refuse(p, protocol.CloseGameError, "the game returned a nonexistent entity")
 		return
 	}
 	s := b.sessions[slot]
-	if err := s.Start(slot, snap, avatar, session.DeclaredRateClass(data), b.now(time.Now())); err != nil {
+	if err := s.Start(slot, snap, focus, session.DeclaredRateClass(data), b.now(time.Now())); err != nil {
 		b.states.Put(snap, b.policy.InUse())
-		b.world.Remove(avatar)
-		b.refuse(p, err.Error())
+		b.game.Leave(player, game.Leave{ByServer: true, Code: protocol.CloseStalled})
+		b.refuse(p, protocol.CloseStalled, err.Error())
 		return
 	}
+	b.players[slot] = player
 	p.SetPingInterval(PingInterval)
 	// ENet's own unreliable throttle would drop snapshots on RTT jitter; the congestion
 	// controller and the pacer decide what is sent, so ENet's is pinned open.
@@ -475,44 +499,57 @@ func (b *Broadcaster) connect(p enet.Peer, data uint32) {
 	b.log.Debug("peer connected", "slot", slot, "address", p.Address().String())
 }
 
-// refuse turns a connected peer away with 1013.
-func (b *Broadcaster) refuse(p enet.Peer, why string) {
-	b.refused++
-	b.log.Debug("peer refused", "slot", p.Slot(), "reason", why)
-	p.Disconnect(protocol.CloseStalled)
+// refuse turns a connected peer away with code; a refusal for want of room (1013) is counted.
+func (b *Broadcaster) refuse(p enet.Peer, code uint32, why string) {
+	if code == protocol.CloseStalled {
+		b.refused++
+	}
+	b.log.Debug("peer refused", "slot", p.Slot(), "code", code, "reason", why)
+	p.Disconnect(code)
 }
 
-// end stops the session in slot: its avatar leaves the world and its state returns to the pools.
-func (b *Broadcaster) end(slot int) {
+// end stops the session in slot, its state returns to the pools, and the game learns the player
+// left.
+func (b *Broadcaster) end(slot int, why game.Leave) {
 	s := b.sessions[slot]
-	b.world.Remove(s.Focus())
 	b.inboxes -= int64(s.MemoryUsage().Inbox)
 	b.states.Put(s.End(), b.policy.InUse())
 	b.peers[slot] = enet.Peer{}
 	b.live--
+	player := b.players[slot]
+	b.players[slot] = game.Player{}
+	b.game.Leave(player, why)
 }
 
 // close disconnects the peer in slot with code and ends its session.
 func (b *Broadcaster) close(slot int, code uint32) {
 	b.peerEnded(slot, code)
 	b.peers[slot].Disconnect(code)
-	b.end(slot)
+	b.end(slot, game.Leave{ByServer: true, Code: code})
 	b.log.Debug("peer closed", "slot", slot, "code", code)
 }
 
-// tick runs one tick: game input, world step, every session, one flush.
+// tick runs one tick: game input, the game's step between the store's Advance and Commit, every
+// session, one flush.
 func (b *Broadcaster) tick(start time.Time) {
-	for _, s := range b.sessions {
+	for slot, s := range b.sessions {
 		if s.Active() {
-			b.inputFor = s.Focus()
+			b.inputFrom = slot
 			s.DrainCommands(b.input)
 		}
 	}
-	var dt float32
-	if !b.frozen {
-		dt = float32(b.period.Seconds())
+	b.store.Advance()
+	// The tick lives in the Broadcaster: handed to the game's Step, a local would escape.
+	b.gameTick = game.NewTick(b.store.Tick(), float32(b.period.Seconds()), b.store, (*tickPlayers)(b))
+	b.game.Step(&b.gameTick)
+	b.gameTick = game.Tick{}
+	b.store.Commit()
+	for _, k := range b.kicks {
+		if b.sessions[k.slot].Active() {
+			b.close(k.slot, k.code)
+		}
 	}
-	b.world.Step(dt)
+	b.kicks = b.kicks[:0]
 	now := b.now(start)
 	for slot, s := range b.sessions {
 		if !s.Active() {
@@ -529,12 +566,35 @@ func (b *Broadcaster) tick(start time.Time) {
 	b.ticks.Add(1)
 }
 
-// applyInput applies one COMMAND payload of the session being drained: the demo's one input
-// walks the avatar. Anything else is game input the demo does not know, and is ignored.
-func (b *Broadcaster) applyInput(p []byte) {
-	if x, y, err := DecodeMove(p); err == nil {
-		b.world.SetTarget(b.inputFor, x, y)
+// handInput hands one COMMAND of the session being drained to the game.
+func (b *Broadcaster) handInput(c session.Command) {
+	b.game.Input(b.players[b.inputFrom], game.Input{Seq: c.Seq, Tick: c.Tick, Payload: c.Payload})
+}
+
+// tickPlayers is what a game's Step may do to the players (game.Players).
+type tickPlayers Broadcaster
+
+// Follow moves the interest of the player in slot to id.
+func (tp *tickPlayers) Follow(slot int, id entity.ID) error {
+	b := (*Broadcaster)(tp)
+	if slot < 0 || slot >= len(b.sessions) || !b.sessions[slot].Active() {
+		return fmt.Errorf("%w: slot %d", game.ErrNoPlayer, slot)
 	}
+	if !b.store.Valid(id) {
+		return fmt.Errorf("follow %s: %w", id, entity.ErrNoEntity)
+	}
+	b.sessions[slot].Follow(id)
+	return nil
+}
+
+// Kick disconnects the player in slot with code once the step is over.
+func (tp *tickPlayers) Kick(slot int, code uint32) error {
+	b := (*Broadcaster)(tp)
+	if slot < 0 || slot >= len(b.sessions) || !b.sessions[slot].Active() {
+		return fmt.Errorf("%w: slot %d", game.ErrNoPlayer, slot)
+	}
+	b.kicks = append(b.kicks, kick{slot: slot, code: code})
+	return nil
 }
 
 // linkOf reads a peer's link signals for its session.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/netfleet/netfleet/api/netcode"
 	"github.com/netfleet/netfleet/gameserver/congestion"
+	"github.com/netfleet/netfleet/gameserver/demo"
 	"github.com/netfleet/netfleet/gameserver/enet"
 	"github.com/netfleet/netfleet/gameserver/protocol"
 	"github.com/netfleet/netfleet/gameserver/session"
@@ -17,7 +18,7 @@ import (
 // TestClientsConverge connects real ENet clients to a running server on a moving world; once the
 // world is frozen every client's view must equal the server's state within its interest radius.
 func TestClientsConverge(t *testing.T) {
-	b := startServer(t, Options{World: smallWorld(120), InterestRadius: 150})
+	b := startServer(t, playing(t, smallWorld(120), false, Options{InterestRadius: 150}))
 	var bots swarm
 	for i := range 4 {
 		bots = append(bots, newBot(t, b.Address(), uint32(i+1)))
@@ -25,7 +26,7 @@ func TestClientsConverge(t *testing.T) {
 	bots.until(t, "all connected", bots.allUp)
 	// Some walking, so that replication runs deltas, despawns and re-spawns.
 	for i, bt := range bots {
-		cmd, err := bt.cl.AppendCommand(nil, AppendMove(nil, float32(40*i), -30))
+		cmd, err := bt.cl.AppendCommand(nil, demo.AppendMove(nil, float32(40*i), -30))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -34,7 +35,7 @@ func TestClientsConverge(t *testing.T) {
 		}
 	}
 	bots.runFor(t, 1500*time.Millisecond)
-	inLoop(t, b, func() { b.frozen = true })
+	inLoop(t, b, func() { b.game.(*demo.Game).SetFrozen(true) })
 	bots.until(t, "views converged", func() bool { return mismatches(t, b, bots) == 0 })
 
 	for _, bt := range bots {
@@ -71,7 +72,7 @@ func TestClientsConverge(t *testing.T) {
 // TestIdleWorldSendsOnlyKeepalives: once a frozen world is replicated and acknowledged, sessions
 // build nothing and the host sends nothing but ENet's own keepalives.
 func TestIdleWorldSendsOnlyKeepalives(t *testing.T) {
-	b := startServer(t, Options{World: smallWorld(60), InterestRadius: 200, Frozen: true})
+	b := startServer(t, playing(t, smallWorld(60), true, Options{InterestRadius: 200}))
 	var bots swarm
 	for i := range 3 {
 		bots = append(bots, newBot(t, b.Address(), uint32(i+1)))
@@ -113,7 +114,7 @@ func TestIdleWorldSendsOnlyKeepalives(t *testing.T) {
 // that is invalid (by the CRD's rules or by the server's own invariants) is refused naming the
 // field while the old one keeps running.
 func TestApplyAtTickBoundary(t *testing.T) {
-	b := startServer(t, Options{World: smallWorld(200), InterestRadius: 250})
+	b := startServer(t, playing(t, smallWorld(200), false, Options{InterestRadius: 250}))
 	var bots swarm
 	for i := range 3 {
 		bots = append(bots, newBot(t, b.Address(), uint32(i+1)))
@@ -173,7 +174,7 @@ func TestApplyAtTickBoundary(t *testing.T) {
 
 // TestStopSaysGoingAway: Stop disconnects every peer with 1001 and waits for it.
 func TestStopSaysGoingAway(t *testing.T) {
-	opts := Options{Address: loopback, World: smallWorld(20)}
+	opts := playing(t, smallWorld(20), false, Options{Address: loopback})
 	b, err := New(opts)
 	if err != nil {
 		t.Fatal(err)
@@ -227,11 +228,11 @@ func TestPeerInfo(t *testing.T) {
 // attempt in which the test's own goroutine was held up is not judged, and is run again.
 func TestLateLoopReadsNoLoss(t *testing.T) {
 	var hold atomic.Bool
-	b := startServer(t, Options{World: smallWorld(120), InterestRadius: 150, OnTick: func(TickStats) {
+	b := startServer(t, playing(t, smallWorld(120), false, Options{InterestRadius: 150, OnTick: func(TickStats) {
 		if hold.Load() {
 			time.Sleep(25 * time.Millisecond)
 		}
-	}})
+	}}))
 	var bots swarm
 	for i := range 4 {
 		bots = append(bots, newBot(t, b.Address(), uint32(i+1)))

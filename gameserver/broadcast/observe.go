@@ -27,8 +27,10 @@ type Second struct {
 	// ConnectRefusals counts CONNECT datagrams the per-source connect limiter dropped, and
 	// MalformedDatagrams the datagrams dropped before ENet parsed them.
 	ConnectRefusals, MalformedDatagrams uint64
-	// PeersRefused counts connections turned away with 1013 for want of room (pools, world).
-	PeersRefused uint64
+	// PeersRefused counts connections turned away with 1013 for want of room (the pools, or a
+	// game that is full); GameRefused counts the joins the game refused, GameErrors those it
+	// answered with an entity that does not exist.
+	PeersRefused, GameRefused, GameErrors uint64
 	// Overloaded reports overload mode; OverloadSpans counts the times it was entered.
 	Overloaded    bool
 	OverloadSpans uint64
@@ -82,7 +84,7 @@ func (b *Broadcaster) publishSecond(now time.Time) {
 	sec.Transport = b.host.Totals()
 	sec.ConnectRefusals = b.host.ConnectRefusals()
 	sec.MalformedDatagrams = b.host.MalformedDatagrams()
-	sec.PeersRefused = b.refused
+	sec.PeersRefused, sec.GameRefused, sec.GameErrors = b.refused, b.gameRefused, b.gameErrors
 	sec.Overloaded, sec.OverloadSpans = b.load.on, b.load.spans
 	o.onSecond(*sec)
 }

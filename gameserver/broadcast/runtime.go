@@ -37,7 +37,7 @@ func (b *Broadcaster) Validate(cfg netcode.NetcodeConfig) error {
 	// The push log is the world's state history: a skipped session's union is replayed as deltas
 	// against baselines the history still holds, and the replication state copies a baseline out
 	// of it only once it is storeAge ticks old. A longer log would replay past the history.
-	history := b.world.Config().HistoryTicks
+	history := b.store.HistoryTicks()
 	rule(int(d.Backpressure.PushLogTicks) <= history-pushLogMargin, "backpressure.pushLogTicks",
 		"backpressure.pushLogTicks must be at most %d: the world keeps %d ticks of state history, %d of which a baseline needs before it is stored",
 		history-pushLogMargin, history, pushLogMargin)
@@ -92,7 +92,7 @@ func (b *Broadcaster) install(d netcode.NetcodeConfig, scfg session.Config) erro
 	b.period = time.Second / time.Duration(d.TickRateHz)
 	b.cfg, b.scfg = d, scfg
 	b.current.Store(d.DeepCopy())
-	b.log.Info("netcode config installed", "hash", d.Hash(), "tick", b.world.Tick())
+	b.log.Info("netcode config installed", "hash", d.Hash(), "tick", b.store.Tick())
 	return nil
 }
 

@@ -13,7 +13,7 @@ import (
 // TestValidateRefusesWithField: every config that breaks a rule — the CRD's or this server's own —
 // is refused whole, naming the field, and the running config stays.
 func TestValidateRefusesWithField(t *testing.T) {
-	b := startServer(t, Options{World: smallWorld(20)})
+	b := startServer(t, playing(t, smallWorld(20), false, Options{}))
 	before := b.Config().Hash()
 	cases := []struct {
 		name  string
@@ -55,7 +55,7 @@ func TestValidateRefusesWithField(t *testing.T) {
 // TestPoolsRefuseConnections: a connection the state or ingress pool has no room for is turned
 // away with 1013 (try again later), and the sessions already in keep running.
 func TestPoolsRefuseConnections(t *testing.T) {
-	b := startServer(t, Options{World: smallWorld(50)})
+	b := startServer(t, playing(t, smallWorld(50), false, Options{}))
 	base := int64(b.states.BaseBytes())
 	cases := []struct {
 		name string

@@ -21,7 +21,7 @@ import (
 	"github.com/netfleet/netfleet/api/netcode"
 	"github.com/netfleet/netfleet/gameserver/admin"
 	"github.com/netfleet/netfleet/gameserver/broadcast"
-	"github.com/netfleet/netfleet/gameserver/world"
+	"github.com/netfleet/netfleet/gameserver/demo"
 	"github.com/netfleet/netfleet/internal/botswarm"
 )
 
@@ -63,10 +63,15 @@ func TestScrapeWithPeers(t *testing.T) {
 	col := New(Options{Slots: scrapePeers, Status: func() netcode.ConfigStatus { return srv.Status() }})
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), col)
+	g, err := demo.NewGame(demo.GameConfig{World: demo.Config{Seed: 3, Population: 100, HalfExtent: 300}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	b, err := broadcast.New(broadcast.Options{
 		Address:   netip.MustParseAddrPort("127.0.0.1:0"),
 		MaxPeers:  scrapePeers,
-		World:     world.Config{Seed: 3, Population: 100, HalfExtent: 300},
+		Game:      g,
+		Store:     g.Store(),
 		Netcode:   initial,
 		OnTick:    col.ObserveTick,
 		OnSecond:  col.ObserveSecond,

@@ -41,8 +41,17 @@ const (
 	CloseAbuse = 1008
 	// CloseStalled: the session could not keep up for too long.
 	CloseStalled = 1013
+	// CloseGameError: the game failed to admit the client (it named an entity that does not
+	// exist); the server logs the game's error.
+	CloseGameError = 1011
 	// CloseNoPing: the client stopped sending PING.
 	CloseNoPing = 4001
+	// CloseRefused: the game refused the client's join, or removed the player.
+	CloseRefused = 4003
+	// CloseGameMin and CloseGameMax bound the codes a game may choose for refusing or removing a
+	// player (game.Refusal); their meaning is the game's. Codes 4000 to 4099 are netfleet's.
+	CloseGameMin = 4100
+	CloseGameMax = 4999
 )
 
 // Limits that are part of the wire format.

@@ -20,7 +20,7 @@ func BenchmarkWarmSession(b *testing.B) {
 		b.ReportAllocs()
 		for range b.N {
 			h.w.Step(h.dt)
-			h.tick = uint64(h.w.Tick())
+			h.tick = uint64(h.w.Store().Tick())
 			h.nowMs += 16
 			h.nanos += 16e6
 			out.nowMs = h.nowMs

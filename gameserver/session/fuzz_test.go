@@ -48,6 +48,6 @@ func FuzzHandleMessage(f *testing.F) {
 			t.Fatal("message not counted")
 		}
 		h.step()
-		p.s.DrainCommands(func([]byte) {})
+		p.s.DrainCommands(func(Command) {})
 	})
 }

@@ -5,9 +5,9 @@ import (
 
 	"github.com/netfleet/netfleet/api/netcode"
 	"github.com/netfleet/netfleet/gameserver/client"
+	"github.com/netfleet/netfleet/gameserver/demo"
 	"github.com/netfleet/netfleet/gameserver/protocol"
 	"github.com/netfleet/netfleet/gameserver/snapshot"
-	"github.com/netfleet/netfleet/gameserver/world"
 )
 
 // The harness runs sessions against in-memory clients tick by tick, with an injected clock and
@@ -104,7 +104,8 @@ func (b *bottleneck) pass(nowMs int64, sent [][]byte) [][]byte {
 
 type harness struct {
 	t      testing.TB
-	w      *world.World
+	w      *demo.World
+	shared *snapshot.Shared
 	cfg    Config
 	frames *FramePool
 	peers  []*peer
@@ -121,9 +122,9 @@ type harness struct {
 	ownRefused func(error) bool
 }
 
-func newHarness(t testing.TB, wcfg world.Config, nc netcode.NetcodeConfig, radius float32) *harness {
+func newHarness(t testing.TB, wcfg demo.Config, nc netcode.NetcodeConfig, radius float32) *harness {
 	t.Helper()
-	w, err := world.New(wcfg)
+	w, err := demo.NewWorld(wcfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,8 +134,8 @@ func newHarness(t testing.TB, wcfg world.Config, nc netcode.NetcodeConfig, radiu
 	}
 	d := nc.Default()
 	return &harness{
-		t: t, w: w, cfg: cfg, frames: NewFramePool(d.Memory.FramePoolBudgetBytes, int(d.Backpressure.FrameBytes)),
-		tick: uint64(w.Tick()), nowMs: 1_000_000, dt: 1.0 / testTickRate,
+		t: t, w: w, shared: snapshot.NewShared(w.Store().Capacity()), cfg: cfg, frames: NewFramePool(d.Memory.FramePoolBudgetBytes, int(d.Backpressure.FrameBytes)),
+		tick: uint64(w.Store().Tick()), nowMs: 1_000_000, dt: 1.0 / testTickRate,
 	}
 }
 
@@ -155,7 +156,7 @@ func (h *harness) addPeerClass(class int) *peer {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	snap, err := snapshot.NewSession(h.w, h.cfg.Snapshot)
+	snap, err := snapshot.NewView(h.w.Store(), h.shared, h.cfg.Snapshot)
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -173,7 +174,7 @@ func (h *harness) addPeerClass(class int) *peer {
 func (h *harness) step() []Result {
 	h.t.Helper()
 	h.w.Step(h.dt)
-	h.tick = uint64(h.w.Tick())
+	h.tick = uint64(h.w.Store().Tick())
 	h.nowMs += 1000 / testTickRate
 	h.nanos += int64(1e9) / testTickRate
 	res := make([]Result, len(h.peers))
@@ -286,18 +287,19 @@ func (h *harness) problems(p *peer) int {
 	}
 	r := p.s.InterestRadius()
 	n := 0
-	for _, hit := range h.w.Query(x, y, r, nil) {
+	st := h.w.Store()
+	for _, hit := range st.Query(x, y, r, nil) {
 		e, ok := p.cl.Entity(hit.Slot)
-		if !ok || e.State != *h.w.State(hit.Slot) {
+		if !ok || e.State != st.States()[hit.Slot] {
 			n++
 		}
 	}
 	inExit := map[uint16]bool{}
-	for _, hit := range h.w.Query(x, y, r*1.1, nil) {
+	for _, hit := range st.Query(x, y, r*1.1, nil) {
 		inExit[hit.Slot] = true
 	}
 	for _, e := range view(p.cl) {
-		if !inExit[e.ID] || e.State != *h.w.State(e.ID) {
+		if !inExit[e.ID] || e.State != st.States()[e.ID] {
 			n++
 		}
 	}
@@ -343,8 +345,8 @@ func (h *harness) converge(limit int) {
 }
 
 // busyWorld is a small world where every session sees dozens of moving entities.
-func busyWorld(population int) world.Config {
-	return world.Config{Seed: 3, Capacity: population + 64, Population: population, HalfExtent: 200}
+func busyWorld(population int) demo.Config {
+	return demo.Config{Seed: 3, Capacity: population + 64, Population: population, HalfExtent: 200}
 }
 
 // encode helpers for hand-made inbound messages.
@@ -352,7 +354,12 @@ func ackMsg(a protocol.Ack) []byte   { return protocol.AppendAck(nil, &a) }
 func pingMsg(p protocol.Ping) []byte { return protocol.AppendPing(nil, &p) }
 func cmdMsg(tb testing.TB, payload []byte) []byte {
 	tb.Helper()
-	b, err := protocol.AppendCommand(nil, &protocol.Command{Payload: payload})
+	return commandMsg(tb, protocol.Command{Payload: payload})
+}
+
+func commandMsg(tb testing.TB, c protocol.Command) []byte {
+	tb.Helper()
+	b, err := protocol.AppendCommand(nil, &c)
 	if err != nil {
 		tb.Fatal(err)
 	}

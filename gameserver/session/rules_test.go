@@ -240,9 +240,9 @@ func TestIngressAbuse(t *testing.T) {
 				refused++
 			}
 		}
-		p.s.DrainCommands(func(b []byte) {
-			if len(b) != len(payload) {
-				t.Fatalf("a refused command was cut: %d bytes queued", len(b))
+		p.s.DrainCommands(func(c Command) {
+			if len(c.Payload) != len(payload) {
+				t.Fatalf("a refused command was cut: %d bytes queued", len(c.Payload))
 			}
 		})
 		return refused

@@ -6,10 +6,10 @@ import (
 
 	"github.com/netfleet/netfleet/api/netcode"
 	"github.com/netfleet/netfleet/gameserver/congestion"
+	"github.com/netfleet/netfleet/gameserver/entity"
 	"github.com/netfleet/netfleet/gameserver/pacing"
 	"github.com/netfleet/netfleet/gameserver/protocol"
 	"github.com/netfleet/netfleet/gameserver/snapshot"
-	"github.com/netfleet/netfleet/gameserver/world"
 )
 
 // Errors of HandleMessage. They are plain values, so refusing a message allocates nothing.
@@ -84,7 +84,7 @@ type frameSlot struct {
 	reset bool // the frame's RESET message still waits for the pacer
 }
 
-// Session is one connected peer's state, owned by the tick loop: replication (snapshot.Session),
+// Session is one connected peer's state, owned by the tick loop: replication (snapshot.View),
 // congestion controller, application-level loss estimator, pacer, frame slots, inbox and counters.
 // It is not safe for concurrent use.
 type Session struct {
@@ -93,8 +93,8 @@ type Session struct {
 	slot   int
 	active bool
 
-	snap  *snapshot.Session
-	focus world.ID
+	snap  *snapshot.View
+	focus entity.ID
 	cc    congestion.Controller
 	loss  congestion.LossEstimator
 	pacer pacing.Pacer
@@ -127,7 +127,7 @@ type Session struct {
 	pressure   int // detail level floor set by the state-pool policy
 	level      int // detail level in force
 
-	inbox []byte // queued COMMAND payloads, each prefixed by its length byte
+	inbox []byte // queued COMMANDs, each its payload's length, sequence and tick, then the payload
 
 	ack  protocol.Ack
 	ping protocol.Ping
@@ -144,7 +144,7 @@ func New(cfg Config, frames *FramePool) *Session {
 // peer's avatar). snap must be fresh (StatePool.Get) and is owned by the session until End.
 //
 // declaredClass is the rate class the peer declared (DeclaredRateClass of its connect data).
-func (s *Session) Start(slot int, snap *snapshot.Session, focus world.ID, declaredClass int, now Now) error {
+func (s *Session) Start(slot int, snap *snapshot.View, focus entity.ID, declaredClass int, now Now) error {
 	if err := snap.SetConfig(s.cfg.Snapshot); err != nil {
 		return err
 	}
@@ -185,7 +185,7 @@ func (s *Session) Start(slot int, snap *snapshot.Session, focus world.ID, declar
 
 // End stops serving the peer: the frames in its slots go back to the pool and the replication
 // state is handed back for reuse. The session can Start again.
-func (s *Session) End() *snapshot.Session {
+func (s *Session) End() *snapshot.View {
 	for _, sl := range [2]*frameSlot{&s.inflight, &s.ready} {
 		if sl.f != nil {
 			s.frames.Put(sl.f)
@@ -205,7 +205,15 @@ func (s *Session) Active() bool { return s.active }
 func (s *Session) Slot() int { return s.slot }
 
 // Focus is the entity the session replicates around, its peer's avatar.
-func (s *Session) Focus() world.ID { return s.focus }
+func (s *Session) Focus() entity.ID { return s.focus }
+
+// Follow moves the session's interest to another entity, from the next frame on.
+func (s *Session) Follow(id entity.ID) {
+	s.focus = id
+	if s.snap != nil {
+		s.snap.SetFocus(id)
+	}
+}
 
 // InterestRadius is the radius the session replicates within now, in meters.
 func (s *Session) InterestRadius() float32 {
@@ -213,7 +221,7 @@ func (s *Session) InterestRadius() float32 {
 }
 
 // Replication is the session's replication state; nil while inactive.
-func (s *Session) Replication() *snapshot.Session { return s.snap }
+func (s *Session) Replication() *snapshot.View { return s.snap }
 
 // SetConfig installs a new config between ticks (live reconfig). The congestion controller keeps
 // its throttle and baseline (clamped to the new floor); the pacer keeps its budget.
@@ -244,7 +252,7 @@ func (s *Session) SetConfig(cfg Config) error {
 // keepWhole copies the whole queued commands of old that fit the inbox.
 func (s *Session) keepWhole(old []byte) {
 	for len(old) > 0 {
-		n := 1 + int(old[0])
+		n := inboxHeader + int(old[0])
 		if len(s.inbox)+n > cap(s.inbox) {
 			s.ctr.InboxRefused++
 		} else {
@@ -333,12 +341,13 @@ func (s *Session) HandleMessage(b []byte, nowMs int64) error {
 		if protocol.DecodeCommand(b, &cmd) != nil {
 			return s.malformed()
 		}
-		n := 1 + len(cmd.Payload)
+		n := inboxHeader + len(cmd.Payload)
 		if len(s.inbox)+n > cap(s.inbox) {
 			s.ctr.InboxRefused++
 			return ErrInboxFull
 		}
-		s.inbox = append(s.inbox, byte(len(cmd.Payload)))
+		s.inbox = append(s.inbox, byte(len(cmd.Payload)), byte(cmd.Seq), byte(cmd.Seq>>8),
+			byte(cmd.Tick), byte(cmd.Tick>>8), byte(cmd.Tick>>16), byte(cmd.Tick>>24))
 		s.inbox = append(s.inbox, cmd.Payload...)
 		s.ctr.Commands++
 	default:
@@ -352,14 +361,30 @@ func (s *Session) malformed() error {
 	return ErrMalformed
 }
 
-// DrainCommands calls fn with the payload of every queued COMMAND, oldest first, and empties the
-// inbox. The payload is only valid during the call.
-func (s *Session) DrainCommands(fn func(payload []byte)) {
+// inboxHeader is the bytes an inbox entry takes before its payload: the payload's length, the
+// command's sequence and its tick.
+const inboxHeader = 7
+
+// Command is a queued COMMAND: the client's sequence, the newest server tick the client had
+// applied when it sent it, and its payload.
+type Command struct {
+	Seq     uint16
+	Tick    uint32
+	Payload []byte
+}
+
+// DrainCommands calls fn with every queued COMMAND, oldest first, and empties the inbox. The
+// payload is only valid during the call.
+func (s *Session) DrainCommands(fn func(Command)) {
 	b := s.inbox
 	for len(b) > 0 {
 		n := int(b[0])
-		fn(b[1 : 1+n])
-		b = b[1+n:]
+		fn(Command{
+			Seq:     uint16(b[1]) | uint16(b[2])<<8,
+			Tick:    uint32(b[3]) | uint32(b[4])<<8 | uint32(b[5])<<16 | uint32(b[6])<<24,
+			Payload: b[inboxHeader : inboxHeader+n],
+		})
+		b = b[inboxHeader+n:]
 	}
 	s.inbox = s.inbox[:0]
 }
@@ -424,16 +449,14 @@ func (s *Session) Tick(now Now, link Link, out Sender) Result {
 	}
 	var byCeiling bool
 	s.frameBudget, byCeiling = s.budget()
-	before := s.snap.Stats()
-	if err := s.snap.BuildFrame(s.frameBudget, now.UnixMs, f); err != nil {
-		// Only a second build for one world tick fails; the frame of that tick went already.
+	res, err := s.snap.BuildFrame(s.frameBudget, now.UnixMs, f)
+	if err != nil {
+		// Only a second build for one store tick fails; the frame of that tick went already.
 		s.frames.Put(f)
 		return Result{Outcome: NotDue}
 	}
-	after := s.snap.Stats()
-	records := (after.Spawns + after.Deltas + after.Despawns) - (before.Spawns + before.Deltas + before.Despawns)
 	// Spawns the enter budget deferred were left out by the level's own rule, not by the budget.
-	starved := records+uint64(after.LastDeferred) < uint64(after.LastCandidates)
+	starved := res.Starved()
 	// A frame cut by the bottleneck ceiling does not raise the detail level: the ceiling is the
 	// congestion response, and the controller's probes need the peer's demand to show whether
 	// the path carries more.

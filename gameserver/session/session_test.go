@@ -1,6 +1,7 @@
 package session
 
 import (
+	"bytes"
 	"errors"
 	"slices"
 	"testing"
@@ -149,7 +150,7 @@ func TestHandleMessage(t *testing.T) {
 		{"oversize", make([]byte, 65), ErrOversize},
 		{"ack", ackMsg(protocol.Ack{Latest: uint16(seq - 1), Received: 1}), nil},
 		{"ping", pingMsg(protocol.Ping{LastAppliedTick: uint32(h.tick)}), nil},
-		{"command", cmdMsg(t, make([]byte, 40)), nil},
+		{"command", commandMsg(t, protocol.Command{Seq: 7, Tick: 0xdeadbeef, Payload: []byte("forty bytes of input, the first command.")}), nil},
 		{"command over the inbox", cmdMsg(t, make([]byte, 40)), ErrInboxFull},
 	}
 	for _, tc := range cases {
@@ -165,12 +166,12 @@ func TestHandleMessage(t *testing.T) {
 	if p.s.Stats().ClientTick != uint32(h.tick) {
 		t.Errorf("PING's last applied tick not recorded: %d", p.s.Stats().ClientTick)
 	}
-	var got [][]byte
-	p.s.DrainCommands(func(b []byte) { got = append(got, append([]byte(nil), b...)) })
-	if len(got) != 1 || len(got[0]) != 40 {
-		t.Errorf("drained %d commands", len(got))
+	var got []Command
+	p.s.DrainCommands(func(c Command) { c.Payload = bytes.Clone(c.Payload); got = append(got, c) })
+	if len(got) != 1 || got[0].Seq != 7 || got[0].Tick != 0xdeadbeef || string(got[0].Payload) != "forty bytes of input, the first command." {
+		t.Errorf("drained %+v", got)
 	}
-	p.s.DrainCommands(func([]byte) { t.Error("the inbox was not emptied") })
+	p.s.DrainCommands(func(Command) { t.Error("the inbox was not emptied") })
 	p.s.End()
 	if err := p.s.HandleMessage(pingMsg(protocol.Ping{}), h.nowMs); !errors.Is(err, ErrInactive) {
 		t.Errorf("inactive session: %v", err)
@@ -245,7 +246,7 @@ func TestWarmSessionAllocatesNothing(t *testing.T) {
 	out := &toClient{cl: p.cl}
 	tick := func() {
 		h.w.Step(h.dt)
-		h.tick = uint64(h.w.Tick())
+		h.tick = uint64(h.w.Store().Tick())
 		h.nowMs += 16
 		h.nanos += 16e6
 		out.nowMs = h.nowMs

@@ -2,7 +2,6 @@ package session
 
 import (
 	"github.com/netfleet/netfleet/gameserver/snapshot"
-	"github.com/netfleet/netfleet/gameserver/world"
 )
 
 // StateBytesPerEntity is what replication state costs per entity a session tracks: the replica
@@ -11,7 +10,7 @@ import (
 // rounded up.
 const StateBytesPerEntity = 96
 
-// StatePool holds the replication state of a server's sessions — a snapshot.Session each, with
+// StatePool holds the replication state of a server's sessions — a snapshot.View each, with
 // its per-entity state — under memory.statePoolBudgetBytes. A session that ends gives its state
 // back for the next one to reuse; the pool keeps it only while the pool is within budget.
 //
@@ -20,22 +19,23 @@ const StateBytesPerEntity = 96
 // not fit. When the sessions' growth exhausts the pool, StatePolicy degrades the farthest band of
 // the largest sessions first.
 type StatePool struct {
-	w       *world.World
+	e       snapshot.Entities
+	shared  *snapshot.Shared
 	cfg     snapshot.Config
 	budget  int64
 	base    int
-	spare   []*snapshot.Session
+	spare   []*snapshot.View
 	refused uint64
 }
 
-// NewStatePool returns a pool for sessions of w under budget bytes. It builds one session to
-// measure a fresh session's bytes, and keeps it as the first spare.
-func NewStatePool(w *world.World, cfg snapshot.Config, budget int64) (*StatePool, error) {
-	s, err := snapshot.NewSession(w, cfg)
+// NewStatePool returns a pool for the views of e under budget bytes; sh is what they share. It
+// builds one view to measure a fresh view's bytes, and keeps it as the first spare.
+func NewStatePool(e snapshot.Entities, sh *snapshot.Shared, cfg snapshot.Config, budget int64) (*StatePool, error) {
+	s, err := snapshot.NewView(e, sh, cfg)
 	if err != nil {
 		return nil, err
 	}
-	return &StatePool{w: w, cfg: cfg, budget: budget, base: s.MemoryBytes(), spare: []*snapshot.Session{s}}, nil
+	return &StatePool{e: e, shared: sh, cfg: cfg, budget: budget, base: s.MemoryBytes(), spare: []*snapshot.View{s}}, nil
 }
 
 // BaseBytes is a fresh session's state, the least a session holds.
@@ -52,7 +52,7 @@ func (p *StatePool) Configure(budget int64, cfg snapshot.Config) {
 // Get returns replication state for a new session, given the state the active sessions use now;
 // it refuses (nil) when a fresh session's base would not fit the budget. It reuses a spare when
 // there is one and allocates otherwise, which only a connecting peer does.
-func (p *StatePool) Get(inUse int64) *snapshot.Session {
+func (p *StatePool) Get(inUse int64) *snapshot.View {
 	if inUse+int64(p.base) > p.budget {
 		p.refused++
 		return nil
@@ -63,7 +63,7 @@ func (p *StatePool) Get(inUse int64) *snapshot.Session {
 		p.spare = p.spare[:n-1]
 		return s
 	}
-	s, err := snapshot.NewSession(p.w, p.cfg)
+	s, err := snapshot.NewView(p.e, p.shared, p.cfg)
 	if err != nil {
 		// The config was validated when it was installed.
 		p.refused++
@@ -75,7 +75,7 @@ func (p *StatePool) Get(inUse int64) *snapshot.Session {
 // Put takes back an ended session's state, given the state the active sessions use now. The
 // state is kept for reuse only while the spares and the active sessions fit the budget; else it
 // is dropped for the garbage collector.
-func (p *StatePool) Put(s *snapshot.Session, inUse int64) {
+func (p *StatePool) Put(s *snapshot.View, inUse int64) {
 	s.Recycle()
 	if inUse+p.spareBytes()+int64(s.MemoryBytes()) > p.budget {
 		return

@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/netfleet/netfleet/api/netcode"
-	"github.com/netfleet/netfleet/gameserver/world"
+	"github.com/netfleet/netfleet/gameserver/demo"
 )
 
 // An exhausted state pool degrades the farthest band of the largest session first, then the
@@ -12,11 +12,11 @@ import (
 // its radius. When the pressure goes, the sessions get their bands back.
 func TestStatePolicyDegradesLargestFirst(t *testing.T) {
 	// A dense centre and sparse edges: the session whose avatar sits in the centre tracks most.
-	h := newHarness(t, world.Config{Seed: 5, Capacity: 1200, Population: 1000, HalfExtent: 400}, netcode.NetcodeConfig{}, 200)
+	h := newHarness(t, demo.Config{Seed: 5, Capacity: 1200, Population: 1000, HalfExtent: 400}, netcode.NetcodeConfig{}, 200)
 	for range 4 {
 		h.addPeer()
 	}
-	pool, err := NewStatePool(h.w, h.cfg.Snapshot, 1<<30)
+	pool, err := NewStatePool(h.w.Store(), h.shared, h.cfg.Snapshot, 1<<30)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +74,7 @@ func TestStatePolicyDegradesLargestFirst(t *testing.T) {
 // within its budget.
 func TestStatePoolBudget(t *testing.T) {
 	h := newHarness(t, busyWorld(100), netcode.NetcodeConfig{}, 100)
-	pool, err := NewStatePool(h.w, h.cfg.Snapshot, 1<<20)
+	pool, err := NewStatePool(h.w.Store(), h.shared, h.cfg.Snapshot, 1<<20)
 	if err != nil {
 		t.Fatal(err)
 	}

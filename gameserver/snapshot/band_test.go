@@ -22,7 +22,7 @@ func TestFarBandUpdateRate(t *testing.T) {
 	nearTicks, farTicks := 0, []uint32{}
 	for range 60 {
 		h.tick(dt)
-		fx, fy, _, _ := h.w.Position(l.sess.Focus())
+		fx, fy, _ := h.focusOf(l.sess)
 		near, far := false, false
 		for i := range l.frame.Packets() {
 			if err := protocol.DecodeSnapshot(l.frame.Packet(i), &snap); err != nil {
@@ -32,7 +32,8 @@ func TestFarBandUpdateRate(t *testing.T) {
 				if rec.Op != protocol.OpDelta {
 					continue
 				}
-				x, y := h.w.XY(rec.ID)
+				m := h.st.Metas()[rec.ID]
+				x, y := m.X, m.Y
 				d2 := (x-fx)*(x-fx) + (y-fy)*(y-fy)
 				switch {
 				case d2 < 74*74:
@@ -46,7 +47,7 @@ func TestFarBandUpdateRate(t *testing.T) {
 			nearTicks++
 		}
 		if far {
-			farTicks = append(farTicks, h.w.Tick())
+			farTicks = append(farTicks, h.st.Tick())
 		}
 	}
 	if nearTicks != 60 {
@@ -80,23 +81,20 @@ func TestEnterBudget(t *testing.T) {
 	h := newHarness(t, wcfg, cfg)
 	l := h.addLink(budget, 0, 1)
 	h.tick(dt)
-	st := l.sess.Stats()
-	if st.Spawns != uint64(maxSpawns) || st.LastDeferred != st.LastCandidates-maxSpawns || st.LastDeferred == 0 {
-		t.Fatalf("first frame: %d spawns, %d of %d candidates deferred; want %d spawns, the rest deferred",
-			st.Spawns, st.LastDeferred, st.LastCandidates, maxSpawns)
+	r := l.last
+	if r.Spawns != maxSpawns || r.Deferred != r.Candidates-maxSpawns || r.Deferred == 0 || l.sess.Stats().SpawnsDeferred != uint64(r.Deferred) {
+		t.Fatalf("first frame: %+v; want %d spawns, the rest deferred", r, maxSpawns)
 	}
 	mixed := 0
-	for tick := 0; l.sess.Stats().LastDeferred > 0; tick++ {
+	for tick := 0; l.last.Deferred > 0; tick++ {
 		if tick == 60 {
-			t.Fatalf("spawns still deferred after a second: %+v", l.sess.Stats())
+			t.Fatalf("spawns still deferred after a second: %+v", l.last)
 		}
-		before := l.sess.Stats()
 		h.tick(dt)
-		after := l.sess.Stats()
-		if n := after.Spawns - before.Spawns; n > uint64(maxSpawns) {
-			t.Fatalf("a frame carried %d spawns, the enter budget allows %d", n, maxSpawns)
+		if l.last.Spawns > maxSpawns {
+			t.Fatalf("a frame carried %d spawns, the enter budget allows %d", l.last.Spawns, maxSpawns)
 		}
-		if after.LastDeferred > 0 && after.Deltas > before.Deltas {
+		if l.last.Deferred > 0 && l.last.Deltas > 0 {
 			mixed++
 		}
 	}

@@ -11,12 +11,12 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/netfleet/netfleet/api/netcode"
+	"github.com/netfleet/netfleet/gameserver/demo"
 	"github.com/netfleet/netfleet/gameserver/protocol"
-	"github.com/netfleet/netfleet/gameserver/world"
 )
 
-// The tick benchmark is the server's data path for one tick: the world steps, then every session
-// handles its client's ACK (encoded by a stand-in client that received every packet and answers
+// The tick benchmark is the server's data path for one tick with the demo game: its world steps,
+// then every view handles its client's ACK (encoded by a stand-in client that received every packet and answers
 // after ackDelay ticks, or a delay of its own), and builds its frame under the default budget. No
 // network, no client decoding.
 
@@ -32,8 +32,8 @@ const (
 var benchRadius = float32(2 * benchHalf / math.Sqrt(8*math.Pi))
 
 type benchServer struct {
-	w        *world.World
-	sessions []*Session
+	w        *demo.World
+	sessions []*View
 	frames   []*Frame
 	delays   []uint32 // ticks each session's client waits before acknowledging
 	// every is how often sessions are built, in ticks: session i at the ticks t with
@@ -60,15 +60,16 @@ func newBenchServer(tb testing.TB, sessions int) *benchServer {
 // ticks, below sentRing.
 func newBenchServerDelays(tb testing.TB, sessions int, delay func(i int) uint32) *benchServer {
 	tb.Helper()
-	w, err := world.New(world.Config{Seed: 1, Capacity: benchEntities, Population: benchEntities - sessions, HalfExtent: benchHalf})
+	w, err := demo.NewWorld(demo.Config{Seed: 1, Capacity: benchEntities, Population: benchEntities - sessions, HalfExtent: benchHalf})
 	if err != nil {
 		tb.Fatal(err)
 	}
 	nc := netcode.NetcodeConfig{}.Default()
 	cfg := FromNetcode(nc, benchRadius)
+	sh := NewShared(w.Store().Capacity())
 	bs := &benchServer{w: w, budget: int(*nc.Budget.SnapshotBytesPerTick), sentSeq: make([][sentRing]int32, sessions)}
 	for i := range sessions {
-		s, err := NewSession(w, cfg)
+		s, err := NewView(w.Store(), sh, cfg)
 		if err != nil {
 			tb.Fatal(err)
 		}
@@ -93,7 +94,7 @@ func newBenchServerDelays(tb testing.TB, sessions int, delay func(i int) uint32)
 
 func (bs *benchServer) tick() {
 	bs.w.Step(1.0 / 60)
-	t := bs.w.Tick()
+	t := bs.w.Store().Tick()
 	nowMs := int64(t) * tickMs
 	bs.bytes = 0
 	for i, s := range bs.sessions {
@@ -113,11 +114,11 @@ func (bs *benchServer) tick() {
 		if bs.every > 1 && t%bs.every != uint32(i)%bs.every {
 			continue
 		}
-		before := s.stats.Spawns + s.stats.Deltas + s.stats.Despawns
-		if err := s.BuildFrame(bs.budget, nowMs, f); err != nil {
+		res, err := s.BuildFrame(bs.budget, nowMs, f)
+		if err != nil {
 			panic(err)
 		}
-		bs.records += s.stats.Spawns + s.stats.Deltas + s.stats.Despawns - before
+		bs.records += uint64(res.Records())
 		bs.bytes += f.Bytes()
 		if f.Packets() > 0 {
 			bs.sentSeq[i][t%sentRing] = int32(s.nextSeq - 1)
@@ -234,7 +235,7 @@ func captureContent(tb testing.TB, sessions int) *benchContent {
 	tb.Helper()
 	bs := newBenchServer(tb, sessions)
 	bs.tick()
-	w := bs.w
+	w := bs.w.Store()
 	c := &benchContent{tick: w.Tick(), baseAge: ackDelay + 2}
 	n := w.Capacity()
 	c.states = make([]protocol.State, n)
@@ -243,8 +244,8 @@ func captureContent(tb testing.TB, sessions int) *benchContent {
 	c.base = make([]protocol.State, n)
 	for s := range n {
 		slot := uint16(s)
-		c.states[s] = *w.State(slot)
-		c.kinds[s] = uint8(w.KindOf(slot))
+		c.states[s] = w.States()[s]
+		c.kinds[s] = uint8(w.Kinds()[s])
 		if st, ok := w.StateAt(slot, c.tick-c.baseAge); ok {
 			c.base[s] = *st
 		}

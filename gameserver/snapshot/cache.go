@@ -1,13 +1,9 @@
 package snapshot
 
 import (
-	"runtime"
-	"sync"
 	"sync/atomic"
-	"weak"
 
 	"github.com/netfleet/netfleet/gameserver/protocol"
-	"github.com/netfleet/netfleet/gameserver/world"
 )
 
 // recordCache holds the delta records encoded during the current tick, shared by every session
@@ -64,33 +60,15 @@ func (e *cacheEntry) fill(tick, age uint32, rec *protocol.RecordBits) {
 	}
 }
 
-// shared is what the sessions of one world share.
-type shared struct {
+// Shared is what the views of one entity store share: the record cache of the tick, and the
+// scratch arrays of the builds running at once. The server loop makes one per store and hands it
+// to every view it creates (NewView).
+type Shared struct {
 	records *recordCache
 	scratch scratchPool
 }
 
-// worlds holds what each world's sessions share, so that every session of a world finds it
-// without the tick loop handing it around. A world's entry is dropped when the world is
-// collected; sessions hold their world, so that happens only after its last session is gone.
-var worlds = struct {
-	sync.Mutex
-	m map[weak.Pointer[world.World]]*shared
-}{m: make(map[weak.Pointer[world.World]]*shared)}
-
-func sharedFor(w *world.World) *shared {
-	k := weak.Make(w)
-	worlds.Lock()
-	defer worlds.Unlock()
-	if sh, ok := worlds.m[k]; ok {
-		return sh
-	}
-	sh := &shared{records: newRecordCache(w.Capacity())}
-	worlds.m[k] = sh
-	runtime.AddCleanup(w, func(k weak.Pointer[world.World]) {
-		worlds.Lock()
-		delete(worlds.m, k)
-		worlds.Unlock()
-	}, k)
-	return sh
+// NewShared returns the shared state for the views of a store of capacity slots.
+func NewShared(capacity int) *Shared {
+	return &Shared{records: newRecordCache(capacity)}
 }

@@ -2,12 +2,11 @@ package snapshot
 
 import (
 	"bytes"
-	"runtime"
 	"sync"
 	"testing"
 
+	"github.com/netfleet/netfleet/gameserver/demo"
 	"github.com/netfleet/netfleet/gameserver/protocol"
-	"github.com/netfleet/netfleet/gameserver/world"
 )
 
 // TestCachedRecordsMatchEncoding: sessions whose clients acknowledge after different delays, up
@@ -22,7 +21,7 @@ func TestCachedRecordsMatchEncoding(t *testing.T) {
 		for i := range 6 {
 			l := h.addLink(2400*(i%3), 50*(i%2), 1+4*i)
 			if !shared {
-				l.sess.cache = newRecordCache(h.w.Capacity())
+				l.sess.cache = newRecordCache(h.st.Capacity())
 			}
 		}
 		var out []byte
@@ -56,14 +55,15 @@ func TestConcurrentBuildsShareCache(t *testing.T) {
 	run := func(concurrent bool) [][]byte {
 		cfg := testConfig()
 		cfg.InterestRadius = 400 // every session sees most of the world: records are shared
-		w, err := world.New(busyWorld(33))
+		w, err := demo.NewWorld(busyWorld(33))
 		if err != nil {
 			t.Fatal(err)
 		}
-		sessions := make([]*Session, 8)
+		sh := NewShared(w.Store().Capacity())
+		sessions := make([]*View, 8)
 		frames := make([]*Frame, len(sessions))
 		for i := range sessions {
-			if sessions[i], err = NewSession(w, cfg); err != nil {
+			if sessions[i], err = NewView(w.Store(), sh, cfg); err != nil {
 				t.Fatal(err)
 			}
 			id, err := w.AddAvatar()
@@ -80,7 +80,7 @@ func TestConcurrentBuildsShareCache(t *testing.T) {
 				var wg sync.WaitGroup
 				for i, s := range sessions {
 					wg.Go(func() {
-						if err := s.BuildFrame(2400, 0, frames[i]); err != nil {
+						if _, err := s.BuildFrame(2400, 0, frames[i]); err != nil {
 							t.Error(err)
 						}
 					})
@@ -88,7 +88,7 @@ func TestConcurrentBuildsShareCache(t *testing.T) {
 				wg.Wait()
 			} else {
 				for i, s := range sessions {
-					if err := s.BuildFrame(2400, 0, frames[i]); err != nil {
+					if _, err := s.BuildFrame(2400, 0, frames[i]); err != nil {
 						t.Fatal(err)
 					}
 				}
@@ -99,7 +99,7 @@ func TestConcurrentBuildsShareCache(t *testing.T) {
 					out = append(out, bytes.Clone(f.Packet(p)))
 				}
 				if f.Packets() > 0 {
-					a := protocol.Ack{Latest: s.nextSeq - 1, Received: 1<<f.Packets() - 1, LastAppliedTick: w.Tick()}
+					a := protocol.Ack{Latest: s.nextSeq - 1, Received: 1<<f.Packets() - 1, LastAppliedTick: w.Store().Tick()}
 					if _, err := s.HandleAck(&a); err != nil {
 						t.Fatal(err)
 					}
@@ -119,46 +119,17 @@ func TestConcurrentBuildsShareCache(t *testing.T) {
 	}
 }
 
-// TestCachePerWorld: sessions of one world share a cache, another world has its own, and a
-// world's cache is dropped once the world is collected.
-func TestCachePerWorld(t *testing.T) {
-	newWorld := func() *world.World {
-		w, err := world.New(world.Config{Seed: 1, Capacity: 64, Population: 8})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return w
+// TestViewsShareCache: the views made with one Shared share one record cache of the store's
+// size.
+func TestViewsShareCache(t *testing.T) {
+	h := newHarness(t, busyWorld(1), testConfig())
+	a, b := h.view(testConfig()), h.view(testConfig())
+	other := NewShared(h.st.Capacity())
+	c, err := NewView(h.st, other, testConfig())
+	if err != nil {
+		t.Fatal(err)
 	}
-	w1, w2 := newWorld(), newWorld()
-	a, _ := NewSession(w1, testConfig())
-	b, _ := NewSession(w1, testConfig())
-	c, _ := NewSession(w2, testConfig())
-	if a.cache != b.cache || a.cache == c.cache || len(a.cache.entries) != w1.Capacity()*cacheWays {
-		t.Fatal("sessions of one world do not share one cache of the world's size")
+	if a.cache != b.cache || a.cache == c.cache || a.scratch != b.scratch || len(a.cache.entries) != h.st.Capacity()*cacheWays {
+		t.Fatal("views made with one Shared do not share one cache of the store's size")
 	}
-	entries := func() int {
-		worlds.Lock()
-		defer worlds.Unlock()
-		return len(worlds.m)
-	}
-	before := entries()
-	func() {
-		w := newWorld()
-		if _, err := NewSession(w, testConfig()); err != nil {
-			t.Fatal(err)
-		}
-		if entries() != before+1 {
-			t.Fatal("a new world's cache was not registered")
-		}
-	}()
-	// Cleanups run after the collection that finds the world unreachable.
-	for i := 0; i < 100 && entries() > before; i++ {
-		runtime.GC()
-		runtime.Gosched()
-	}
-	if entries() > before {
-		t.Fatal("the cache of a collected world is still registered")
-	}
-	runtime.KeepAlive(w1)
-	runtime.KeepAlive(w2)
 }

@@ -5,12 +5,15 @@ import (
 	"testing"
 
 	"github.com/netfleet/netfleet/gameserver/client"
+	"github.com/netfleet/netfleet/gameserver/demo"
+	"github.com/netfleet/netfleet/gameserver/entity"
 	"github.com/netfleet/netfleet/gameserver/protocol"
-	"github.com/netfleet/netfleet/gameserver/world"
 )
 
-// The harness connects sessions to clients in memory: a lossy, delaying, reordering link in each
-// direction, driven tick by tick and seeded, so every run is the same.
+// The harness connects views to clients in memory: a lossy, delaying, reordering link in each
+// direction, driven tick by tick and seeded, so every run is the same. The entity store is either
+// a bare one that the test writes itself (newStoreHarness: it puts entities where it wants them),
+// or the demo game's busy world (newHarness), which moves, rests, spawns and despawns entities.
 
 const tickMs = 1000 / 60
 
@@ -20,7 +23,8 @@ type message struct {
 }
 
 type link struct {
-	sess   *Session
+	sess   *View
+	last   FrameResult // of the last build
 	cl     *client.Client
 	frame  *Frame
 	budget int
@@ -45,29 +49,79 @@ func (l *link) delay(tick uint32) uint32 { return tick + 1 + uint32(l.rand(l.max
 
 type harness struct {
 	t     testing.TB
-	w     *world.World
+	st    *entity.Store
+	w     *demo.World // nil: the test writes the store
+	sh    *Shared
 	links []*link
 	cfg   Config
 }
 
-func newHarness(t testing.TB, wcfg world.Config, cfg Config) *harness {
+// newHarness runs the views on the demo's busy world.
+func newHarness(t testing.TB, wcfg demo.Config, cfg Config) *harness {
 	t.Helper()
-	w, err := world.New(wcfg)
+	w, err := demo.NewWorld(wcfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &harness{t: t, w: w, cfg: cfg}
+	return &harness{t: t, st: w.Store(), w: w, sh: NewShared(w.Store().Capacity()), cfg: cfg}
 }
 
-func (h *harness) addLink(budget, loss, maxDelay int) *link {
+// newStoreHarness runs the views on a bare store, which the test writes.
+func newStoreHarness(t testing.TB, scfg entity.Config, cfg Config) *harness {
+	t.Helper()
+	st, err := entity.NewStore(scfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &harness{t: t, st: st, sh: NewShared(st.Capacity()), cfg: cfg}
+}
+
+// kindAvatar is the kind of the entities links follow in a bare store.
+const kindAvatar entity.Kind = 1
+
+func at(x, y float32) entity.Transform { return entity.Transform{Pos: [3]float32{x, y, 0}} }
+
+// spawn puts an entity at (x, y) in the store.
+func (h *harness) spawn(k entity.Kind, x, y float32) entity.ID {
 	h.t.Helper()
-	s, err := NewSession(h.w, h.cfg)
+	id, err := h.st.Spawn(k, at(x, y))
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	avatar, err := h.w.AddAvatar()
+	return id
+}
+
+// place moves an entity to (x, y).
+func (h *harness) place(id entity.ID, x, y float32) {
+	h.t.Helper()
+	if err := h.st.Set(id, at(x, y)); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// view returns a new view of the harness's store.
+func (h *harness) view(cfg Config) *View {
+	h.t.Helper()
+	v, err := NewView(h.st, h.sh, cfg)
 	if err != nil {
 		h.t.Fatal(err)
+	}
+	return v
+}
+
+// addLink adds a view and its client, following a new avatar: the demo world's, or one at the
+// origin of a bare store.
+func (h *harness) addLink(budget, loss, maxDelay int) *link {
+	h.t.Helper()
+	s := h.view(h.cfg)
+	var avatar entity.ID
+	if h.w != nil {
+		var err error
+		if avatar, err = h.w.AddAvatar(); err != nil {
+			h.t.Fatal(err)
+		}
+	} else {
+		avatar = h.spawn(kindAvatar, 0, 0)
 	}
 	s.SetFocus(avatar)
 	l := &link{sess: s, cl: client.New(), frame: NewFrame(256 << 10), budget: budget, loss: loss, maxDelay: maxDelay,
@@ -76,11 +130,22 @@ func (h *harness) addLink(budget, loss, maxDelay int) *link {
 	return l
 }
 
-// tick steps the world by dt and runs one tick of every link.
+// step runs one tick of the store: the demo world steps by dt, or a bare store commits what the
+// test wrote.
+func (h *harness) step(dt float32) {
+	if h.w != nil {
+		h.w.Step(dt)
+		return
+	}
+	h.st.Advance()
+	h.st.Commit()
+}
+
+// tick steps the store and runs one tick of every link.
 func (h *harness) tick(dt float32) {
 	h.t.Helper()
-	h.w.Step(dt)
-	now := h.w.Tick()
+	h.step(dt)
+	now := h.st.Tick()
 	nowMs := int64(now) * tickMs
 	for _, l := range h.links {
 		if l.skip != nil && l.skip(now) {
@@ -94,9 +159,11 @@ func (h *harness) tick(dt float32) {
 				h.t.Fatalf("HandleAck: %v", err)
 			}
 		})
-		if err := l.sess.BuildFrame(l.budget, nowMs, l.frame); err != nil {
+		res, err := l.sess.BuildFrame(l.budget, nowMs, l.frame)
+		if err != nil {
 			h.t.Fatalf("BuildFrame: %v", err)
 		}
+		l.last = res
 		h.checkFrame(l)
 		if r := l.frame.ResetMessage(); r != nil {
 			l.down = append(l.down, message{l.delay(now), bytes.Clone(r)})
@@ -154,7 +221,7 @@ func deliver(q []message, now uint32, fn func([]byte)) []message {
 	return kept
 }
 
-// settle runs quiet ticks (nothing moves) until every link's client view equals the world
+// settle runs quiet ticks (nothing moves) until every link's client view equals the store
 // around its avatar, or limit ticks; it returns the ticks it ran.
 func (h *harness) settle(limit int) int {
 	h.t.Helper()
@@ -172,34 +239,45 @@ func (h *harness) settle(limit int) int {
 	return quiet
 }
 
-// diff reports how the link's client view differs from the world around its avatar: every
+// focusOf is the committed position of the entity v follows.
+func (h *harness) focusOf(v *View) (x, y float32, ok bool) {
+	id := v.Focus()
+	if !h.st.Valid(id) {
+		return 0, 0, false
+	}
+	m := h.st.Metas()[id.Slot()]
+	return m.X, m.Y, true
+}
+
+// diff reports how the link's client view differs from the store around its avatar: every
 // entity within the interest radius must be in the view with the server's exact quantized state,
-// and every entity of the view must exist in the world, with that state, within the exit radius.
+// and every entity of the view must exist in the store, with that state, within the exit radius.
 func (h *harness) diff(l *link) []string {
 	var problems []string
-	x, y, _, ok := h.w.Position(l.sess.Focus())
+	x, y, ok := h.focusOf(l.sess)
 	if !ok {
 		return []string{"avatar gone"}
 	}
 	r := h.cfg.InterestRadius
-	for _, hit := range h.w.Query(x, y, r, nil) {
+	states, kinds := h.st.States(), h.st.Kinds()
+	for _, hit := range h.st.Query(x, y, r, nil) {
 		e, ok := l.cl.Entity(hit.Slot)
 		switch {
 		case !ok:
 			problems = append(problems, "missing entity")
-		case e.State != *h.w.State(hit.Slot) || e.Kind != uint8(h.w.KindOf(hit.Slot)):
+		case e.State != states[hit.Slot] || e.Kind != uint8(kinds[hit.Slot]):
 			problems = append(problems, "entity differs")
 		}
 	}
 	inExit := map[uint16]bool{}
-	for _, hit := range h.w.Query(x, y, r*exitFactor, nil) {
+	for _, hit := range h.st.Query(x, y, r*exitFactor, nil) {
 		inExit[hit.Slot] = true
 	}
 	l.cl.Range(func(e client.Entity) bool {
 		switch {
 		case !inExit[e.ID]:
 			problems = append(problems, "entity outside interest still in view")
-		case e.State != *h.w.State(e.ID):
+		case e.State != states[e.ID]:
 			problems = append(problems, "entity state differs")
 		}
 		return true

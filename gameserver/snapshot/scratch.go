@@ -3,8 +3,8 @@ package snapshot
 import (
 	"sync"
 
+	"github.com/netfleet/netfleet/gameserver/entity"
 	"github.com/netfleet/netfleet/gameserver/protocol"
-	"github.com/netfleet/netfleet/gameserver/world"
 )
 
 // scratch holds the arrays a frame build fills and forgets. The sessions of a world share them:
@@ -12,7 +12,7 @@ import (
 // which stays in the CPU's caches, where each session's own copy would be fetched from main
 // memory every tick (a server's sessions together hold more than the caches).
 type scratch struct {
-	fresh []world.Hit
+	fresh []entity.Hit
 	// acked is parallel to the replicas: the newest acknowledged record of each, its tick in
 	// bits 16 to 47 and its send count below; 0: none.
 	acked  []uint64
@@ -45,7 +45,7 @@ func (p *scratchPool) get() *scratch {
 	}
 	const initial = 512
 	return &scratch{
-		fresh:    make([]world.Hit, 0, initial),
+		fresh:    make([]entity.Hit, 0, initial),
 		acked:    make([]uint64, 0, initial),
 		bucket:   make([]uint8, 0, initial),
 		encode:   make([]uint16, 0, initial),

@@ -23,7 +23,7 @@ import (
 
 	"github.com/netfleet/netfleet/api/netcode"
 	"github.com/netfleet/netfleet/gameserver/broadcast"
-	"github.com/netfleet/netfleet/gameserver/world"
+	"github.com/netfleet/netfleet/gameserver/demo"
 	"github.com/netfleet/netfleet/internal/botswarm"
 	"github.com/netfleet/netfleet/internal/linkem"
 )
@@ -228,9 +228,14 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	nc := *o.Netcode.DeepCopy()
 	nc.Congestion.Enabled = &o.ControllerEnabled
 	var ticks tickWatch
+	g, err := demo.NewGame(demo.GameConfig{World: demo.Config{Seed: o.Seed, Population: o.Population}})
+	if err != nil {
+		return nil, fmt.Errorf("congestionlab: %w", err)
+	}
 	srv, err := broadcast.New(broadcast.Options{
 		Address: netip.MustParseAddrPort("127.0.0.1:0"),
-		World:   world.Config{Seed: o.Seed, Population: o.Population},
+		Game:    g,
+		Store:   g.Store(),
 		Netcode: nc,
 		OnTick:  ticks.observe,
 	})

@@ -1,4 +1,4 @@
-package broadcast
+package demo
 
 import (
 	"encoding/binary"
@@ -17,7 +17,7 @@ const (
 )
 
 // ErrBadInput is returned by DecodeMove for a payload that is not a valid move input.
-var ErrBadInput = errors.New("broadcast: not a move input")
+var ErrBadInput = errors.New("demo: not a move input")
 
 // AppendMove appends a move input to (x, y) meters to dst.
 func AppendMove(dst []byte, x, y float32) []byte {

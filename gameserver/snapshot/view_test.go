@@ -9,8 +9,9 @@ import (
 	"testing"
 
 	"github.com/netfleet/netfleet/api/netcode"
+	"github.com/netfleet/netfleet/gameserver/demo"
+	"github.com/netfleet/netfleet/gameserver/entity"
 	"github.com/netfleet/netfleet/gameserver/protocol"
-	"github.com/netfleet/netfleet/gameserver/world"
 )
 
 const dt = 1.0 / 60
@@ -19,10 +20,10 @@ func testConfig() Config {
 	return Config{MaxPacketBytes: 1200, TickRateHz: 60, InterestRadius: 150}
 }
 
-// busyWorld has moving, resting, spawning and despawning entities, about 80 per session's
-// interest.
-func busyWorld(seed uint64) world.Config {
-	return world.Config{
+// busyWorld is a demo world with moving, resting, spawning and despawning entities, about 80 per
+// view's interest.
+func busyWorld(seed uint64) demo.Config {
+	return demo.Config{
 		Seed: seed, Capacity: 512, Population: 400, HalfExtent: 300, CellSize: 50, WanderRadius: 60,
 		RestMinSec: 0.5, RestMaxSec: 3, LifetimeMeanSec: 4,
 	}
@@ -99,8 +100,8 @@ func TestIdleWorldSendsNothing(t *testing.T) {
 	for range 10 {
 		h.tick(0)
 		for i, l := range h.links {
-			if l.frame.Bytes() != 0 || l.frame.Packets() != 0 || l.sess.Stats().LastCandidates != 0 {
-				t.Fatalf("link %d: idle tick built %d packets, %d bytes, %d candidates", i, l.frame.Packets(), l.frame.Bytes(), l.sess.Stats().LastCandidates)
+			if l.frame.Bytes() != 0 || l.frame.Packets() != 0 || l.last != (FrameResult{}) {
+				t.Fatalf("link %d: idle tick built %d packets, %d bytes: %+v", i, l.frame.Packets(), l.frame.Bytes(), l.last)
 			}
 		}
 	}
@@ -122,7 +123,7 @@ func TestFirstFrameSpawnsNearestFirst(t *testing.T) {
 	if err := protocol.DecodeSnapshot(l.frame.Packet(0), &snap); err != nil {
 		t.Fatal(err)
 	}
-	x, y, _, _ := h.w.Position(l.sess.Focus())
+	x, y, _ := h.focusOf(l.sess)
 	r := h.cfg.InterestRadius
 	var sentMax float32
 	sent := map[uint16]bool{}
@@ -131,13 +132,13 @@ func TestFirstFrameSpawnsNearestFirst(t *testing.T) {
 			t.Fatalf("first frame has op %d", rec.Op)
 		}
 		sent[rec.ID] = true
-		p := h.w.State(rec.ID).Pos
+		p := h.st.States()[rec.ID].Pos
 		dx, dy := protocol.DequantizePos(p[0])-x, protocol.DequantizePos(p[1])-y
 		sentMax = max(sentMax, dx*dx+dy*dy)
 	}
 	// Buckets are a quarter octave wide, so an unsent entity may be somewhat nearer than the
 	// farthest sent one, but not much.
-	for _, hit := range h.w.Query(x, y, r, nil) {
+	for _, hit := range h.st.Query(x, y, r, nil) {
 		if !sent[hit.Slot] && hit.Dist2 < sentMax && (1-0.75*hit.Dist2/(r*r)) > 1.2*(1-0.75*sentMax/(r*r)) {
 			t.Fatalf("entity at distance² %v unsent while one at %v was sent", hit.Dist2, sentMax)
 		}
@@ -145,24 +146,20 @@ func TestFirstFrameSpawnsNearestFirst(t *testing.T) {
 }
 
 // TestDespawnResentUntilAcked: a despawn that is lost is sent again; once acknowledged, the
-// session forgets the entity.
+// view forgets the entity.
 func TestDespawnResentUntilAcked(t *testing.T) {
-	wcfg := world.Config{Seed: 1, Capacity: 8, HalfExtent: 100, RestMinSec: 1000, RestMaxSec: 1000}
-	h := newHarness(t, wcfg, testConfig())
+	h := newStoreHarness(t, entity.Config{Capacity: 8, HalfExtent: 100}, testConfig())
 	l := h.addLink(0, 0, 1)
-	other, err := h.w.AddAvatar()
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.w.SetTarget(other, 0, 0)
-	h.w.SetTarget(l.sess.Focus(), 0, 0)
-	for range 60 * 60 {
+	other := h.spawn(2, 10, 10)
+	for range 10 {
 		h.tick(dt)
 	}
 	if _, ok := l.cl.Entity(other.Slot()); !ok {
-		t.Fatal("the other avatar never reached the client")
+		t.Fatal("the other entity never reached the client")
 	}
-	h.w.Remove(other)
+	if err := h.st.Despawn(other); err != nil {
+		t.Fatal(err)
+	}
 	l.loss = 1000 // every packet and ACK is lost
 	despawns := func() uint64 { return l.sess.Stats().Despawns }
 	before := despawns()
@@ -190,7 +187,7 @@ func TestNeedFull(t *testing.T) {
 	}
 	var id uint16
 	found := false
-	for _, hit := range h.w.Query(0, 0, 1000, nil) {
+	for _, hit := range h.st.Query(0, 0, 1000, nil) {
 		if l.sess.index.has(hit.Slot) && l.sess.reps[l.sess.index.pos[hit.Slot]].baseTick != 0 {
 			id, found = hit.Slot, true
 			break
@@ -273,35 +270,41 @@ func TestStateUpdateRate(t *testing.T) {
 	if updates != 10 {
 		t.Fatalf("deltas went out on %d of 40 ticks, want 10", updates)
 	}
-	// A newcomer is spawned at once, on any tick.
-	id, err := h.w.AddAvatar()
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.w.SetTarget(id, 0, 0)
-	h.w.SetTarget(l.sess.Focus(), 0, 0)
-	for range 60 * 45 {
+	// A newcomer is spawned at once, on any tick: one that appears right after an update tick
+	// is sent in the next frame, three ticks before the next update.
+	for l.sess.lastUpdate != h.st.Tick() {
 		h.tick(dt)
-		if _, ok := l.cl.Entity(id.Slot()); ok {
-			return
-		}
 	}
-	t.Fatal("newcomer never spawned")
+	x, y, _ := h.focusOf(l.sess)
+	id := h.spawn(9, x, y)
+	spawns := l.sess.Stats().Spawns
+	h.tick(dt)
+	if l.sess.lastUpdate == h.st.Tick() || l.sess.Stats().Spawns != spawns+1 {
+		t.Fatalf("a tick after an update: update %v, %d spawns sent; want the newcomer's spawn outside an update",
+			l.sess.lastUpdate == h.st.Tick(), l.sess.Stats().Spawns-spawns)
+	}
+	h.tick(dt)
+	if _, ok := l.cl.Entity(id.Slot()); !ok {
+		t.Fatal("the newcomer did not reach the client")
+	}
 }
 
 func TestBuildFrameAndAckErrors(t *testing.T) {
 	h := newHarness(t, busyWorld(13), testConfig())
 	l := h.addLink(0, 0, 1)
 	h.tick(dt)
-	if err := l.sess.BuildFrame(0, 0, l.frame); !errors.Is(err, ErrTickBuilt) {
+	if _, err := l.sess.BuildFrame(0, 0, l.frame); !errors.Is(err, ErrTickBuilt) {
 		t.Fatalf("second build in a tick: %v", err)
 	}
 	a := protocol.Ack{Latest: l.sess.nextSeq}
 	if _, err := l.sess.HandleAck(&a); !errors.Is(err, ErrAckFuture) {
 		t.Fatalf("ack of an unsent sequence: %v", err)
 	}
-	if _, err := NewSession(h.w, Config{}); err == nil {
-		t.Fatal("NewSession accepted an empty config")
+	if _, err := NewView(h.st, h.sh, Config{}); err == nil {
+		t.Fatal("NewView accepted an empty config")
+	}
+	if _, err := NewView(h.st, NewShared(h.st.Capacity()+1), testConfig()); !errors.Is(err, ErrSharedCapacity) {
+		t.Fatalf("NewView with the shared state of another capacity: %v", err)
 	}
 	if err := l.sess.SetConfig(Config{MaxPacketBytes: 10}); err == nil {
 		t.Fatal("SetConfig accepted a bad config")
@@ -344,64 +347,55 @@ func TestPacketLossCounted(t *testing.T) {
 	}
 }
 
-func TestPoolAndRecycle(t *testing.T) {
+func TestRecycle(t *testing.T) {
 	h := newHarness(t, busyWorld(15), testConfig())
-	p, err := NewPool(h.w, h.cfg, 2)
-	if err != nil {
-		t.Fatal(err)
+	l := h.addLink(0, 0, 1)
+	h.tick(dt)
+	s := l.sess
+	if l.frame.Packets() == 0 || s.MemoryBytes() <= 0 || s.Known() == 0 {
+		t.Fatalf("first frame: %d packets, %d bytes held, %d entities known", l.frame.Packets(), s.MemoryBytes(), s.Known())
 	}
-	s := p.Get()
-	id, err := h.w.AddAvatar()
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.SetFocus(id)
-	h.w.Step(dt)
-	f := NewFrame(64 << 10)
-	if err := s.BuildFrame(0, 0, f); err != nil || f.Packets() == 0 {
-		t.Fatalf("build: %d packets, %v", f.Packets(), err)
-	}
-	if s.MemoryBytes() <= 0 || s.Known() == 0 {
-		t.Fatal("no memory or entities accounted")
-	}
-	p.Put(s)
-	again := p.Get()
-	if again.Known() != 0 || again.Focus() != 0 || again.Stats() != (Stats{}) {
-		t.Fatal("a recycled session remembers its previous client")
-	}
-	for range 3 {
-		p.Get() // past the preallocated ones
+	s.Recycle()
+	if s.Known() != 0 || s.Focus() != entity.None || s.Stats() != (Stats{}) {
+		t.Fatal("a recycled view remembers its previous client")
 	}
 }
 
-func ExampleSession_BuildFrame() {
-	w, _ := world.New(world.Config{Seed: 1, Capacity: 64, Population: 32, HalfExtent: 100})
-	avatar, _ := w.AddAvatar()
-	s, _ := NewSession(w, FromNetcode(netcode.NetcodeConfig{}, 150))
-	s.SetFocus(avatar)
+// ExampleView_BuildFrame builds one view's first frame of a store that holds a ring of entities
+// around the view's avatar.
+func ExampleView_BuildFrame() {
+	st, _ := entity.NewStore(entity.Config{Capacity: 64, HalfExtent: 100})
+	avatar, _ := st.Spawn(1, entity.Transform{})
+	for i := range 32 {
+		a := float64(i) * 2 * math.Pi / 32
+		_, _ = st.Spawn(2, entity.Transform{Pos: [3]float32{float32(90 * math.Cos(a)), float32(90 * math.Sin(a)), 0}})
+	}
+	v, _ := NewView(st, NewShared(st.Capacity()), FromNetcode(netcode.NetcodeConfig{}, 150))
+	v.SetFocus(avatar)
 	f := NewFrame(netcode.DefaultBackpressureFrameBytes)
-	w.Step(1.0 / 60)
-	_ = s.BuildFrame(netcode.DefaultBudgetSnapshotBytesPerTick, 1_700_000_000_000, f)
+	st.Advance()
+	st.Commit()
+	res, _ := v.BuildFrame(netcode.DefaultBudgetSnapshotBytesPerTick, 1_700_000_000_000, f)
 	for i := range f.Packets() {
 		_ = f.Packet(i) // hand to the transport, unreliable
 	}
-	fmt.Println(f.Packets(), "packet(s),", s.Stats().Spawns, "spawns")
-	// Output: 1 packet(s), 28 spawns
+	fmt.Println(res.Packets, "packet(s),", res.Spawns, "spawns,", res.Bytes, "bytes")
+	// Output: 1 packet(s), 33 spawns, 466 bytes
 }
 
-// TestConcurrentSessions builds the sessions of one world in parallel between steps, as a tick
-// loop may; run with -race.
-func TestConcurrentSessions(t *testing.T) {
+// TestConcurrentViews builds the views of one store in parallel between steps, as a tick loop
+// may; run with -race.
+func TestConcurrentViews(t *testing.T) {
 	h := newHarness(t, busyWorld(16), testConfig())
 	for range 4 {
 		h.addLink(2400, 0, 1)
 	}
 	for range 30 {
-		h.w.Step(dt)
+		h.step(dt)
 		var wg sync.WaitGroup
 		for _, l := range h.links {
 			wg.Go(func() {
-				if err := l.sess.BuildFrame(l.budget, 0, l.frame); err != nil {
+				if _, err := l.sess.BuildFrame(l.budget, 0, l.frame); err != nil {
 					t.Error(err)
 				}
 			})
@@ -442,7 +436,7 @@ func TestSkippedSessionCatchesUp(t *testing.T) {
 		h.tick(dt)
 	}
 	for range 40 { // skipped: the world moves on, nothing is built
-		h.w.Step(dt)
+		h.step(dt)
 	}
 	spawns := l.sess.Stats().Spawns
 	for range 10 {
@@ -461,7 +455,7 @@ func TestSkippedSessionCatchesUp(t *testing.T) {
 
 // checkPositions checks the replica array against the slot index: every replica that is not a
 // hole is tracked at its own position, every hole is free, and Known counts the replicas.
-func checkPositions(t *testing.T, s *Session) {
+func checkPositions(t *testing.T, s *View) {
 	t.Helper()
 	holes := map[int]bool{}
 	for _, p := range s.free {
@@ -505,7 +499,7 @@ func TestHolesAndCompaction(t *testing.T) {
 	run := func(ticks int) {
 		for range ticks {
 			h.tick(dt)
-			tick := h.w.Tick()
+			tick := h.st.Tick()
 			for li, l := range h.links {
 				s := l.sess
 				checkPositions(t, s)
@@ -586,7 +580,7 @@ func TestInterestBetweenScans(t *testing.T) {
 	refocused := h.addLink(0, 100, 3)
 	resized := h.addLink(2400, 200, 4)
 	blinking := h.addLink(0, 0, 1)
-	avatars := []world.ID{plain.sess.Focus(), skipping.sess.Focus(), refocused.sess.Focus(), resized.sess.Focus(), blinking.sess.Focus()}
+	avatars := []entity.ID{plain.sess.Focus(), skipping.sess.Focus(), refocused.sess.Focus(), resized.sess.Focus(), blinking.sess.Focus()}
 	builds := map[*link]int{}
 	for tick := range 1500 {
 		if tick%90 == 0 {
@@ -616,18 +610,18 @@ func TestInterestBetweenScans(t *testing.T) {
 		}
 		h.tick(dt)
 		for _, l := range h.links {
-			if l.sess.lastBuild != h.w.Tick() {
+			if l.sess.lastBuild != h.st.Tick() {
 				continue
 			}
 			builds[l]++
-			x, y, _, ok := h.w.Position(l.sess.Focus())
+			x, y, ok := h.focusOf(l.sess)
 			if !ok {
 				continue
 			}
-			for _, hit := range h.w.QueryNew(x, y, l.sess.cfg.InterestRadius, l.sess.index.bits, nil) {
+			for _, hit := range h.st.QueryNew(x, y, l.sess.cfg.InterestRadius, l.sess.index.bits, nil) {
 				if before[l][hit.Slot>>3]&(1<<(hit.Slot&7)) == 0 {
 					t.Fatalf("tick %d, link %d: slot %d within the radius (%.1f m) is not tracked and was not before the build",
-						h.w.Tick(), slices.Index(h.links, l), hit.Slot, math.Sqrt(float64(hit.Dist2)))
+						h.st.Tick(), slices.Index(h.links, l), hit.Slot, math.Sqrt(float64(hit.Dist2)))
 				}
 			}
 		}
@@ -653,50 +647,44 @@ func TestInterestBetweenScans(t *testing.T) {
 // acknowledged, even if the ACK comes in the tick it walks back within the radius; the next
 // build tracks it again, long before a full interest scan would.
 func TestDroppedInRadiusFoundNextTick(t *testing.T) {
-	w, err := world.New(world.Config{Seed: 3, Capacity: 4, HalfExtent: 500, RestMinSec: 1000, RestMaxSec: 1000})
-	if err != nil {
-		t.Fatal(err)
-	}
 	cfg := testConfig()
 	cfg.InterestRadius = 100
-	s, err := NewSession(w, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, _ := w.AddAvatar()
-	b, _ := w.AddAvatar()
+	h := newStoreHarness(t, entity.Config{Capacity: 4, HalfExtent: 500}, cfg)
+	s := h.view(cfg)
+	a, b := h.spawn(kindAvatar, 0, 0), h.spawn(2, 50, 0)
 	s.SetFocus(a)
 	f := NewFrame(64 << 10)
-	walk := func(x float32, until func(d float32) bool, each func()) {
+	bx := float32(50)
+	// walk moves b along the X axis toward x at 4.5 m/s, building a frame every tick, until
+	// until holds.
+	walk := func(x float32, until func() bool, each func()) {
 		t.Helper()
-		w.SetTarget(b, x, 0)
 		for range 60 * 120 {
-			w.Step(dt)
-			bx, by, _, _ := w.Position(b)
+			bx += max(-0.075, min(0.075, x-bx))
+			h.place(b, bx, 0)
+			h.step(dt)
 			if each != nil {
 				each()
 			}
 			build(t, s, f)
-			if until(float32(math.Hypot(float64(bx), float64(by)))) {
+			if until() {
 				return
 			}
 		}
 		t.Fatal("never got there")
 	}
-	w.SetTarget(a, 0, 0)
-	walk(50, func(float32) bool { ax, ay, _, _ := w.Position(a); return ax == 0 && ay == 0 }, nil)
-	walk(50, func(d float32) bool { return d == 50 }, nil)
+	walk(50, func() bool { return true }, nil)
 	if !s.index.has(b.Slot()) {
 		t.Fatal("b not tracked at 50 m")
 	}
 	// Out past the exit radius: b leaves and its despawn goes out, unacknowledged.
 	despawns := s.Stats().Despawns
-	walk(130, func(float32) bool { return s.Stats().Despawns > despawns }, nil)
+	walk(130, func() bool { return s.Stats().Despawns > despawns }, nil)
 	despawnSeq := s.nextSeq - 1
 	// Back in: the despawn's ACK arrives just before the build in which b is within the radius.
 	acked := false
-	walk(50, func(d float32) bool { return acked }, func() {
-		if bx, by, _, _ := w.Position(b); !acked && math.Hypot(float64(bx), float64(by)) <= 100 {
+	walk(50, func() bool { return acked }, func() {
+		if !acked && bx <= 100 {
 			if _, err := s.HandleAck(&protocol.Ack{Latest: despawnSeq}); err != nil {
 				t.Fatal(err)
 			}
@@ -707,7 +695,7 @@ func TestDroppedInRadiusFoundNextTick(t *testing.T) {
 		t.Fatal("b was not dropped when its despawn was acknowledged")
 	}
 	scans := s.scans
-	w.Step(dt)
+	h.step(dt)
 	build(t, s, f)
 	if !s.index.has(b.Slot()) || s.scans != scans {
 		t.Fatalf("next build: b tracked %v, full scans %d -> %d; want b tracked without a scan", s.index.has(b.Slot()), scans, s.scans)
@@ -756,80 +744,44 @@ func TestLongRoundTripKeepsBaselinesInHistory(t *testing.T) {
 
 // TestSpawnWatchedFromScanPoint: between scans the focus moves to another entity near the scan
 // point, and an entity spawns within the band around the scan point though beyond it around the
-// new focus; the focus comes back and the entity walks into the radius. The session tracks it in
-// the build it arrives in, long before the next scan.
+// new focus; the focus comes back and the entity walks into the radius. The view tracks it in the
+// build it arrives in, long before the next scan.
 func TestSpawnWatchedFromScanPoint(t *testing.T) {
-	wcfg := world.Config{Seed: 9, Capacity: 8, HalfExtent: 500, RestMinSec: 1000, RestMaxSec: 1000}
 	cfg := testConfig()
 	cfg.InterestRadius = 100
 	r, slack := cfg.InterestRadius, cfg.InterestRadius*scanSlack
-	// setup makes a world whose two avatars walk to a and c and rest there. Avatars take the
-	// world's random numbers only to spawn and to rest, so where a third one will spawn does not
-	// depend on a and c.
-	setup := func(a, c [2]float32) (*world.World, world.ID, world.ID) {
-		t.Helper()
-		w, err := world.New(wcfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ida, _ := w.AddAvatar()
-		idc, _ := w.AddAvatar()
-		w.SetTarget(ida, a[0], a[1])
-		w.SetTarget(idc, c[0], c[1])
-		at := func(id world.ID, p [2]float32) bool { x, y, _, _ := w.Position(id); return x == p[0] && y == p[1] }
-		for range 60 * 600 {
-			if at(ida, a) && at(idc, c) {
-				return w, ida, idc
-			}
-			w.Step(dt)
-		}
-		t.Fatal("avatars did not arrive")
-		return nil, 0, 0
-	}
-	probe, _, _ := setup([2]float32{}, [2]float32{})
-	e, _ := probe.AddAvatar()
-	px, py, _, _ := probe.Position(e)
-	ux, uy := float32(1), float32(0) // toward the middle of the world, to stay in it
-	if d := float32(math.Hypot(float64(px), float64(py))); d > 1 {
-		ux, uy = -px/d, -py/d
-	}
-	// The scan is at f: the spawn point is 0.1 slack into the band around it. The other avatar
-	// rests 0.92 slack beyond f, so the spawn point is beyond the band around it.
-	f := [2]float32{px + ux*(r+0.1*slack), py + uy*(r+0.1*slack)}
-	c := [2]float32{f[0] + ux*0.92*slack, f[1] + uy*0.92*slack}
-	w, a, other := setup(f, c)
-	s, err := NewSession(w, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := newStoreHarness(t, entity.Config{Capacity: 8, HalfExtent: 500}, cfg)
+	// The scan is at f, the origin: the spawn point p is 0.1 slack into the band around it. The
+	// other entity rests 0.92 slack beyond f, so p is beyond the band around it.
+	p := [2]float32{r + 0.1*slack, 0}
+	a, other := h.spawn(kindAvatar, 0, 0), h.spawn(kindAvatar, -0.92*slack, 0)
+	s := h.view(cfg)
 	s.SetFocus(a)
 	fr := NewFrame(64 << 10)
 	stepAndBuild := func() {
 		t.Helper()
-		w.Step(dt)
+		h.step(dt)
 		build(t, s, fr)
 	}
 	stepAndBuild() // the scan, at f
 	scans := s.scans
 	s.SetFocus(other)
-	e2, err := w.AddAvatar()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if x, y, _, _ := w.Position(e2); x != px || y != py {
-		t.Fatalf("spawned at (%v, %v), the probe at (%v, %v)", x, y, px, py)
-	}
+	e := h.spawn(2, p[0], p[1])
 	stepAndBuild()
+	if s.index.has(e.Slot()) {
+		t.Fatal("the spawn is tracked beyond the radius")
+	}
 	s.SetFocus(a)
-	w.SetTarget(e2, f[0], f[1])
+	x := p[0]
 	for range 30 {
+		x -= 0.075 // toward f at 4.5 m/s
+		h.place(e, x, 0)
 		stepAndBuild()
 		if s.scans != scans {
 			t.Fatal("a full scan came before the spawn reached the radius")
 		}
-		x, y, _, _ := w.Position(e2)
-		if math.Hypot(float64(x-f[0]), float64(y-f[1])) <= float64(r) {
-			if !s.index.has(e2.Slot()) {
+		if x <= r {
+			if !s.index.has(e.Slot()) {
 				t.Fatal("the spawn is within the radius and not tracked")
 			}
 			return
@@ -838,10 +790,10 @@ func TestSpawnWatchedFromScanPoint(t *testing.T) {
 	t.Fatal("the spawn never reached the radius")
 }
 
-// build builds s's frame of the world's current tick, with no budget, into f.
-func build(t *testing.T, s *Session, f *Frame) {
+// build builds s's frame of the store's current tick, with no budget, into f.
+func build(t *testing.T, s *View, f *Frame) {
 	t.Helper()
-	if err := s.BuildFrame(0, 0, f); err != nil {
+	if _, err := s.BuildFrame(0, 0, f); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -1,4 +1,4 @@
-package world
+package entity
 
 import (
 	"math"
@@ -42,15 +42,15 @@ func (g *grid) cell(v float32) int {
 	return max(0, min(g.n-1, c))
 }
 
-// rebuild puts the live entities in their cells: it counts them per cell, then places them,
-// finding each entity's cell once.
-func (g *grid) rebuild(meta []SlotMeta, pos [][3]float32) {
+// rebuild puts the live entities in their cells at their committed positions (SlotMeta.X, Y): it
+// counts them per cell, then places them, finding each entity's cell once.
+func (g *grid) rebuild(meta []SlotMeta) {
 	clear(g.start)
 	cellOf := g.cellOf[:len(meta)]
 	for s := range meta {
 		c := int32(-1)
 		if meta[s].Alive {
-			c = int32(g.cell(pos[s][1])*g.n + g.cell(pos[s][0]))
+			c = int32(g.cell(meta[s].Y)*g.n + g.cell(meta[s].X))
 			g.start[c+1]++
 		}
 		cellOf[s] = c
@@ -65,7 +65,7 @@ func (g *grid) rebuild(meta []SlotMeta, pos [][3]float32) {
 		}
 		i := g.cursor[c]
 		g.cursor[c]++
-		g.slots[i], g.xs[i], g.ys[i] = uint16(s), pos[s][0], pos[s][1]
+		g.slots[i], g.xs[i], g.ys[i] = uint16(s), meta[s].X, meta[s].Y
 	}
 }
 
