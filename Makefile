@@ -48,8 +48,9 @@ setup: deps ## deps, then tools and test-assets side by side.
 ##@ Code generation
 
 .PHONY: generate
-generate: dashboards ## Generate deepcopy code and the Grafana dashboards.
+generate: dashboards ## Generate deepcopy code, the netcode validator's ranges and the Grafana dashboards.
 	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./api/...
+	go run ./hack/netcode-bounds -dir api/netcode
 
 .PHONY: dashboards
 dashboards: ## Generate the Grafana dashboards into charts/netfleet/dashboards (hack/dashboards).

@@ -49,7 +49,8 @@ func (m *memRuntime) period() time.Duration {
 	return time.Second / time.Duration(m.cfg.TickRateHz)
 }
 
-func (m *memRuntime) Apply(ctx context.Context, cfg netcode.NetcodeConfig) error {
+func (m *memRuntime) Apply(ctx context.Context, r netcode.Resolved) error {
+	cfg := r.Config()
 	if cfg.TickRateHz == refusedTickRateHz {
 		return &netcode.ValidationError{Fields: []netcode.FieldError{{Field: "tickRateHz", Detail: "13 Hz is not supported by this runtime"}}}
 	}

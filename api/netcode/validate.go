@@ -100,9 +100,18 @@ func (e *ValidationError) Error() string {
 	return "invalid netcode config: " + strings.Join(parts, "; ")
 }
 
-// Validate checks a config with the rules the CRD's OpenAPI bounds and CEL rules enforce, plus
-// the runtime's own invariants. It validates the defaulted config, so an absent field is judged by
-// its default. It returns nil or a *ValidationError naming every refused field.
+// fieldBound is the range of one field of a defaulted config: its JSON path, its bounds and how to
+// read it.
+type fieldBound struct {
+	field    string
+	min, max int64
+	get      func(d *NetcodeConfig) int64
+}
+
+// Validate checks a config with the rules the CRD's OpenAPI bounds and CEL rules enforce. It
+// validates the defaulted config, so an absent field is judged by its default. It returns nil or
+// a *ValidationError naming every refused field. The game server takes configs through Resolve,
+// which validates with it.
 func (c NetcodeConfig) Validate() error {
 	d := c.Default()
 	var errs []FieldError
@@ -117,53 +126,20 @@ func (c NetcodeConfig) Validate() error {
 		}
 	}
 
-	rng("tickRateHz", int64(d.TickRateHz), 10, 120)
-
-	cg := d.Congestion
-	rng("congestion.minSendHz", int64(cg.MinSendHz), 1, 120)
-	rng("congestion.lossThresholdPermille", int64(cg.LossThresholdPermille), 1, 1000)
-	rng("congestion.budgetFloorBytes", int64(*cg.BudgetFloorBytes), 0, 65535)
-	rng("congestion.delayMarginMs", int64(cg.DelayMarginMs), 1, 10000)
-	rng("congestion.backlogThresholdBytes", int64(cg.BacklogThresholdBytes), 1024, 16777216)
-	rng("congestion.increaseStepPermille", int64(cg.IncreaseStepPermille), 1, 1000)
-	rng("congestion.decreaseFactorPermille", int64(cg.DecreaseFactorPermille), 100, 990)
-	rng("congestion.evalIntervalTicks", int64(cg.EvalIntervalTicks), 1, 600)
+	// Every field's range, as its kubebuilder marker states it (zz_generated.bounds.go).
+	for i := range fieldBounds {
+		b := &fieldBounds[i]
+		rng(b.field, b.get(&d), b.min, b.max)
+	}
+	// The rules between fields, as the CRD's CEL rules state them.
+	cg, b, bp, in, m := d.Congestion, d.Budget, d.Backpressure, d.Ingress, d.Memory
 	rule(cg.MinSendHz <= d.TickRateHz, "congestion.minSendHz", "congestion.minSendHz must not exceed tickRateHz")
-
-	b := d.Budget
-	rng("budget.sessionBytesPerSecond", int64(*b.SessionBytesPerSecond), 0, 1073741824)
-	rng("budget.snapshotBytesPerTick", int64(*b.SnapshotBytesPerTick), 0, 16777216)
 	rule(*b.SnapshotBytesPerTick == 0 || *b.SnapshotBytesPerTick >= MinSnapshotBytesPerTick, "budget.snapshotBytesPerTick",
 		"budget.snapshotBytesPerTick must be 0 (unlimited) or at least 64, one header and one record")
-	rng("budget.maxPacketBytes", int64(b.MaxPacketBytes), 256, 1380)
-	rng("budget.stateUpdateHz", int64(b.StateUpdateHz), 0, 120)
 	rule(*b.SessionBytesPerSecond == 0 || *b.SessionBytesPerSecond >= b.MaxPacketBytes, "budget.sessionBytesPerSecond",
 		"budget.sessionBytesPerSecond must be 0 (unlimited) or at least budget.maxPacketBytes, or a full packet could never be sent")
-
-	bp := d.Backpressure
-	rng("backpressure.closeStalledAfterMs", int64(bp.CloseStalledAfterMs), 100, 600000)
-	rng("backpressure.lagSkipRttAllowanceMs", int64(bp.LagSkipRttAllowanceMs), 1, 60000)
-	rng("backpressure.frameBytes", int64(bp.FrameBytes), 256, 16777216)
-	rng("backpressure.pushLogTicks", int64(bp.PushLogTicks), 1, 256)
-	rng("backpressure.pingTimeoutMs", int64(bp.PingTimeoutMs), 500, 600000)
 	rule(bp.FrameBytes >= b.MaxPacketBytes, "backpressure.frameBytes",
 		"backpressure.frameBytes must hold at least one packet of budget.maxPacketBytes")
-
-	in := d.Ingress
-	rng("ingress.bytesPerSecond", int64(in.BytesPerSecond), 64, 16777216)
-	rng("ingress.windowMs", int64(in.WindowMs), 100, 60000)
-	rng("ingress.abuseRefusalsPerWindow", int64(in.AbuseRefusalsPerWindow), 1, 1000000)
-	rng("ingress.abuseWindows", int64(in.AbuseWindows), 1, 100)
-	rng("ingress.connectsPerSecondPerHost", int64(in.ConnectsPerSecondPerHost), 1, 100000)
-	rng("ingress.connectBurstPerHost", int64(in.ConnectBurstPerHost), 1, 100000)
-
-	m := d.Memory
-	rng("memory.framePoolBudgetBytes", m.FramePoolBudgetBytes, 65536, 17179869184)
-	rng("memory.statePoolBudgetBytes", m.StatePoolBudgetBytes, 65536, 17179869184)
-	rng("memory.ingressPoolBudgetBytes", m.IngressPoolBudgetBytes, 65536, 17179869184)
-	rng("memory.maxInboundMessageBytes", int64(m.MaxInboundMessageBytes), 64, 65536)
-	rng("memory.maxPendingBytesPerConnection", int64(m.MaxPendingBytesPerConnection), 64, 16777216)
-	rng("memory.maxParkedBytesPerConnection", int64(m.MaxParkedBytesPerConnection), 128, 67108864)
 	rule(m.FramePoolBudgetBytes >= 2*int64(bp.FrameBytes), "memory.framePoolBudgetBytes",
 		"memory.framePoolBudgetBytes must hold one session's two frame slots (2 * backpressure.frameBytes)")
 	rule(in.BytesPerSecond >= m.MaxInboundMessageBytes, "ingress.bytesPerSecond",

@@ -9,8 +9,9 @@
 //	GET  /metrics     the Prometheus exposition of the Gatherer it was given
 //
 // Every mutating call needs the bearer token (compared in constant time, never logged); reads are
-// open, since probes, Prometheus and a port-forwarded curl use them. A push is validated with
-// netcode.Validate — the same rules the CRD enforces — and installed through Runtime at the next
+// open, since probes, Prometheus and a port-forwarded curl use them. A push is resolved with
+// netcode.Resolve — validated with the rules the CRD enforces, and defaulted — and the resolved
+// config is installed through Runtime at the next
 // tick boundary; a refused push leaves the running config untouched. Pushes are serialized and a
 // push older than the running generation is refused, so a late or replayed push cannot roll the
 // config back.
@@ -45,11 +46,11 @@ import (
 
 // Runtime is the game server's tick loop as the admin API sees it.
 type Runtime interface {
-	// Apply installs cfg (already validated and defaulted) at the next tick boundary and returns
-	// once the tick loop runs it. It may refuse cfg with an error (a runtime invariant), keeping
-	// the old config; a *netcode.ValidationError names the refused field. If ctx ends before the
-	// tick loop takes cfg, Apply returns ctx.Err() and cfg is not installed.
-	Apply(ctx context.Context, cfg netcode.NetcodeConfig) error
+	// Apply installs cfg at the next tick boundary and returns once the tick loop runs it. It may
+	// refuse cfg with an error (a runtime invariant), keeping the old config; a
+	// *netcode.ValidationError names the refused field. If ctx ends before the tick loop takes
+	// cfg, Apply returns ctx.Err() and cfg is not installed.
+	Apply(ctx context.Context, cfg netcode.Resolved) error
 	// Peers appends the connected peers to dst and returns it.
 	Peers(dst []netcode.PeerInfo) []netcode.PeerInfo
 	// Tick returns the number of ticks run so far.
@@ -62,8 +63,8 @@ type Options struct {
 	// NETFLEET_ADMIN_TOKEN). Required.
 	Token string
 	// Initial is the config the Runtime starts with; it runs as generation 0 until the first
-	// push. Absent fields take their defaults.
-	Initial netcode.NetcodeConfig
+	// push.
+	Initial netcode.Resolved
 	// Gatherer is served on /metrics; nil serves no /metrics.
 	Gatherer prometheus.Gatherer
 	// Logger gets one record per push; nil discards them. The token is never logged.
@@ -101,9 +102,6 @@ func New(rt Runtime, opts Options) (*Server, error) {
 	if opts.Token == "" {
 		return nil, errors.New("admin: empty token")
 	}
-	if err := opts.Initial.Validate(); err != nil {
-		return nil, fmt.Errorf("admin: initial config: %w", err)
-	}
 	id := make([]byte, 16)
 	if _, err := rand.Read(id); err != nil {
 		return nil, fmt.Errorf("admin: instance id: %w", err)
@@ -122,9 +120,8 @@ func New(rt Runtime, opts Options) (*Server, error) {
 	if s.timeout <= 0 {
 		s.timeout = 5 * time.Second
 	}
-	initial := opts.Initial.Default()
 	s.status.Store(&netcode.ConfigStatus{
-		Generation: 0, Hash: initial.Hash(), InstanceID: hex.EncodeToString(id), Config: initial,
+		Generation: 0, Hash: opts.Initial.Hash(), InstanceID: hex.EncodeToString(id), Config: opts.Initial.Config(),
 	})
 	return s, nil
 }
@@ -240,12 +237,12 @@ func (s *Server) putNetcode(w http.ResponseWriter, r *http.Request) {
 			Error: fmt.Sprintf("generation must be at least 1, got %d", push.Generation), Field: "generation"})
 		return
 	}
-	if err := push.Config.Validate(); err != nil {
+	cfg, err := netcode.Resolve(push.Config)
+	if err != nil {
 		s.log.Warn("config push refused", "generation", push.Generation, "field", netcode.FirstField(err), "error", err)
 		writeError(w, http.StatusUnprocessableEntity, netcode.ErrorResponse{Error: err.Error(), Field: netcode.FirstField(err)})
 		return
 	}
-	cfg := push.Config.Default()
 	st, code, eresp := s.install(r.Context(), push.Generation, cfg)
 	if code != http.StatusOK {
 		writeError(w, code, eresp)
@@ -256,7 +253,7 @@ func (s *Server) putNetcode(w http.ResponseWriter, r *http.Request) {
 
 // install runs one push under the push lock: the generation check, the apply and the new status
 // are one step.
-func (s *Server) install(ctx context.Context, gen int64, cfg netcode.NetcodeConfig) (*netcode.ConfigStatus, int, netcode.ErrorResponse) {
+func (s *Server) install(ctx context.Context, gen int64, cfg netcode.Resolved) (*netcode.ConfigStatus, int, netcode.ErrorResponse) {
 	hash := cfg.Hash()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -287,7 +284,7 @@ func (s *Server) install(ctx context.Context, gen int64, cfg netcode.NetcodeConf
 			return nil, http.StatusUnprocessableEntity, netcode.ErrorResponse{Error: err.Error(), Field: netcode.FirstField(err)}
 		}
 	}
-	next := &netcode.ConfigStatus{Generation: gen, Hash: hash, InstanceID: cur.InstanceID, Config: cfg}
+	next := &netcode.ConfigStatus{Generation: gen, Hash: hash, InstanceID: cur.InstanceID, Config: cfg.Config()}
 	s.status.Store(next)
 	s.log.Info("config applied", "generation", gen, "hash", hash, "previousGeneration", cur.Generation)
 	return next, http.StatusOK, netcode.ErrorResponse{}

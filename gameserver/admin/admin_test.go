@@ -34,7 +34,8 @@ type fakeRuntime struct {
 	peers   []netcode.PeerInfo
 }
 
-func (f *fakeRuntime) Apply(ctx context.Context, cfg netcode.NetcodeConfig) error {
+func (f *fakeRuntime) Apply(ctx context.Context, r netcode.Resolved) error {
+	cfg := r.Config()
 	f.mu.Lock()
 	refuse, stall := f.refuse, f.stall
 	f.mu.Unlock()
@@ -277,7 +278,7 @@ func TestGetEndpoints(t *testing.T) {
 	c := prometheus.NewCounter(prometheus.CounterOpts{Name: "netfleet_test_total", Help: "test"})
 	reg.MustRegister(c)
 	c.Inc()
-	s, hs := newTestServer(t, rt, Options{Gatherer: reg, Initial: netcode.NetcodeConfig{TickRateHz: 20}})
+	s, hs := newTestServer(t, rt, Options{Gatherer: reg, Initial: netcode.MustResolve(netcode.NetcodeConfig{TickRateHz: 20})})
 
 	code, body, _ := do(t, http.MethodGet, hs.URL+netcode.PathNetcode, "", nil)
 	var st netcode.ConfigStatus
@@ -366,7 +367,6 @@ func TestNewRefusesBadOptions(t *testing.T) {
 	}{
 		{name: "nil runtime", opts: Options{Token: testToken}},
 		{name: "no token", rt: &fakeRuntime{}},
-		{name: "invalid initial config", rt: &fakeRuntime{}, opts: Options{Token: testToken, Initial: netcode.NetcodeConfig{TickRateHz: 500}}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

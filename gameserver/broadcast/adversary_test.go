@@ -45,7 +45,7 @@ func TestAdversaries(t *testing.T) {
 		watched                atomic.Int64 // the parker's slot + 1; 0 until it is known
 		peakWaiting, peakInbox atomic.Uint64
 	)
-	b := startServer(t, playing(t, smallWorld(200), false, Options{InterestRadius: 150, Netcode: nc, MaxPeers: 32,
+	b := startServer(t, playing(t, smallWorld(200), false, Options{InterestRadius: 150, Netcode: netcode.MustResolve(nc), MaxPeers: 32,
 		OnTick: func(TickStats) {
 			bb, slot := srv.Load(), int(watched.Load())-1
 			if bb == nil || slot < 0 {

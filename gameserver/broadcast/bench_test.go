@@ -108,7 +108,7 @@ func BenchmarkIdleServer128(b *testing.B) {
 	const window = 10 * time.Second
 	// Every bot connects from 127.0.0.1: the per-host connect limit must let them all in at once.
 	nc := netcode.NetcodeConfig{Ingress: netcode.IngressConfig{ConnectsPerSecondPerHost: 1000, ConnectBurstPerHost: peers}}
-	srv := startServer(b, playing(b, demo.Config{Population: 1000}, true, Options{InterestRadius: 250, MaxPeers: peers, Netcode: nc}))
+	srv := startServer(b, playing(b, demo.Config{Population: 1000}, true, Options{InterestRadius: 250, MaxPeers: peers, Netcode: netcode.MustResolve(nc)}))
 	var bots swarm
 	for i := range peers {
 		bots = append(bots, newBot(b, srv.Address(), uint32(i+1)))
@@ -218,14 +218,14 @@ func BenchmarkConnectChurn(b *testing.B) {
 	const peers, phase, phases = 32, 2 * time.Second, 6
 	rec := newTickRecorder()
 	nc := netcode.NetcodeConfig{Ingress: netcode.IngressConfig{ConnectsPerSecondPerHost: 1000, ConnectBurstPerHost: peers}}
-	srv := startServer(b, playing(b, demo.Config{Population: 1000}, false, Options{MaxPeers: 64, Netcode: nc, OnTick: rec.observe}))
+	srv := startServer(b, playing(b, demo.Config{Population: 1000}, false, Options{MaxPeers: 64, Netcode: netcode.MustResolve(nc), OnTick: rec.observe}))
 	var bots swarm
 	for i := range peers {
 		bots = append(bots, newBot(b, srv.Address(), uint32(i+1)))
 	}
 	bots.until(b, "all connected", bots.allUp)
 	// Back to the default per-host limit, which the churn from 127.0.0.2 meets.
-	if err := srv.Apply(context.Background(), netcode.NetcodeConfig{}); err != nil {
+	if err := resolveAndApply(context.Background(), srv, netcode.NetcodeConfig{}); err != nil {
 		b.Fatal(err)
 	}
 	bots.runFor(b, time.Second)
@@ -326,7 +326,7 @@ func BenchmarkStalledSessions(b *testing.B) {
 		Ingress:      netcode.IngressConfig{ConnectsPerSecondPerHost: 1000, ConnectBurstPerHost: peers},
 		Backpressure: netcode.BackpressureConfig{CloseStalledAfterMs: 600000},
 	}
-	srv := startServer(b, playing(b, demo.Config{Population: 1000}, false, Options{MaxPeers: peers, Netcode: nc, OnTick: rec.observe}))
+	srv := startServer(b, playing(b, demo.Config{Population: 1000}, false, Options{MaxPeers: peers, Netcode: netcode.MustResolve(nc), OnTick: rec.observe}))
 	var bots swarm
 	for i := range peers {
 		bots = append(bots, newBot(b, srv.Address(), uint32(i+1)))
@@ -407,7 +407,7 @@ func BenchmarkTick(b *testing.B) {
 	for _, peers := range []int{16, 64, 256} {
 		b.Run(fmt.Sprintf("peers=%d", peers), func(b *testing.B) {
 			nc := netcode.NetcodeConfig{Ingress: netcode.IngressConfig{ConnectsPerSecondPerHost: 1000, ConnectBurstPerHost: int32(peers)}}
-			m := newManual(b, playing(b, seeded(demo.Config{Population: 1000}), false, Options{MaxPeers: peers, Netcode: nc}), peers)
+			m := newManual(b, playing(b, seeded(demo.Config{Population: 1000}), false, Options{MaxPeers: peers, Netcode: netcode.MustResolve(nc)}), peers)
 			for range 300 {
 				m.step(b)
 			}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/netfleet/netfleet/api/netcode"
 	"github.com/netfleet/netfleet/gameserver/client"
 	"github.com/netfleet/netfleet/gameserver/demo"
 	"github.com/netfleet/netfleet/gameserver/enet"
@@ -251,6 +252,15 @@ func mismatches(tb testing.TB, b *Broadcaster, s swarm) int {
 }
 
 func i32(v int32) *int32 { return &v }
+
+// resolveAndApply resolves cfg and applies it to b, as the admin API does with a push.
+func resolveAndApply(ctx context.Context, b *Broadcaster, cfg netcode.NetcodeConfig) error {
+	r, err := netcode.Resolve(cfg)
+	if err != nil {
+		return err
+	}
+	return b.Apply(ctx, r)
+}
 
 // smallWorld is a demo world small enough that every session sees a few dozen entities.
 func smallWorld(population int) demo.Config {

@@ -66,8 +66,8 @@ type Options struct {
 	Store *entity.Store
 	// InterestRadius is the full-detail interest radius in meters. Default 250.
 	InterestRadius float32
-	// Netcode is the config the server starts with; absent fields take their defaults.
-	Netcode netcode.NetcodeConfig
+	// Netcode is the config the server starts with; the zero value is the default config.
+	Netcode netcode.Resolved
 	// Logger receives lifecycle records; per-peer events are logged at debug level. nil
 	// discards them.
 	Logger *slog.Logger
@@ -168,9 +168,6 @@ func New(opts Options) (*Broadcaster, error) {
 	if opts.Game == nil || opts.Store == nil {
 		return nil, errors.New("broadcast: Options.Game and Options.Store are required")
 	}
-	if err := opts.Netcode.Validate(); err != nil {
-		return nil, fmt.Errorf("broadcast: initial config: %w", err)
-	}
 	if opts.MaxPeers == 0 {
 		opts.MaxPeers = 256
 	}
@@ -180,8 +177,8 @@ func New(opts Options) (*Broadcaster, error) {
 	if opts.InterestRadius == 0 {
 		opts.InterestRadius = 250
 	}
-	cfg := opts.Netcode.Default()
-	scfg, err := session.NewConfig(cfg, opts.InterestRadius)
+	cfg := opts.Netcode.Config()
+	scfg, err := session.NewConfig(opts.Netcode, opts.InterestRadius)
 	if err != nil {
 		return nil, fmt.Errorf("broadcast: %w", err)
 	}
@@ -241,7 +238,7 @@ func New(opts Options) (*Broadcaster, error) {
 	}
 	b.current.Store(cfg.DeepCopy())
 	b.input = b.handInput
-	if err := b.Validate(cfg); err != nil {
+	if err := b.Validate(opts.Netcode); err != nil {
 		b.host.Destroy()
 		return nil, fmt.Errorf("broadcast: initial config: %w", err)
 	}

@@ -126,7 +126,7 @@ func TestApplyAtTickBoundary(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), testDeadline)
 	defer cancel()
 	applied := make(chan error, 1)
-	go func() { applied <- b.Apply(ctx, next) }()
+	go func() { applied <- resolveAndApply(ctx, b, next) }()
 	bots.until(t, "config applied", func() bool { return len(applied) == 1 })
 	if err := <-applied; err != nil {
 		t.Fatalf("Apply: %v", err)
@@ -156,7 +156,7 @@ func TestApplyAtTickBoundary(t *testing.T) {
 		{netcode.NetcodeConfig{Memory: netcode.MemoryConfig{MaxInboundMessageBytes: 4096, MaxPendingBytesPerConnection: 16384}}, "memory.maxInboundMessageBytes"},
 	}
 	for _, tc := range refused {
-		err := b.Apply(ctx, tc.cfg)
+		err := resolveAndApply(ctx, b, tc.cfg)
 		var ve *netcode.ValidationError
 		if !errors.As(err, &ve) || netcode.FirstField(err) != tc.field {
 			t.Errorf("Apply(%s) = %v, want a ValidationError naming %s", tc.field, err, tc.field)

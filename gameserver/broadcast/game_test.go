@@ -128,7 +128,7 @@ func startRecorder(t *testing.T, nc netcode.NetcodeConfig) (*Broadcaster, *recor
 			t.Errorf("%d calls broke the game contract", g.wrong)
 		}
 	})
-	return startServer(t, Options{Game: g, Store: g.st, MaxPeers: 16, InterestRadius: 150, Netcode: nc}), g
+	return startServer(t, Options{Game: g, Store: g.st, MaxPeers: 16, InterestRadius: 150, Netcode: netcode.MustResolve(nc)}), g
 }
 
 // TestJoinRefusals: a player the game refuses is disconnected with the refusal's code (a plain

@@ -10,15 +10,13 @@ import (
 	"github.com/netfleet/netfleet/gameserver/session"
 )
 
-// Validate judges cfg as Apply would, without installing it: netcode's rules (the CRD's), then
-// the invariants of this running server — what the transport can change live, that the push log
-// fits the world's state history, that each pool holds at least one session. It returns nil or a
-// *netcode.ValidationError naming every refused field.
-func (b *Broadcaster) Validate(cfg netcode.NetcodeConfig) error {
-	if err := cfg.Validate(); err != nil {
-		return err
-	}
-	d := cfg.Default()
+// Validate judges cfg as Apply would, without installing it. cfg holds netcode's rules (the CRD's:
+// netcode.Resolve judged it); Validate checks the invariants of this running server — what the
+// transport can change live, that the push log fits the store's state history, that each pool
+// holds at least one session. It returns nil or a *netcode.ValidationError naming every refused
+// field.
+func (b *Broadcaster) Validate(cfg netcode.Resolved) error {
+	d := cfg.Config()
 	var errs []netcode.FieldError
 	rule := func(ok bool, field, format string, args ...any) {
 		if !ok {
@@ -60,12 +58,12 @@ const pushLogMargin = 8
 // limit and the tick rate change between two ticks, all at once. It returns once the tick loop
 // runs cfg. A refused cfg leaves the running one untouched. If ctx ends before the tick loop takes
 // cfg, Apply returns ctx.Err() and cfg is not installed. It implements admin.Runtime.
-func (b *Broadcaster) Apply(ctx context.Context, cfg netcode.NetcodeConfig) error {
+func (b *Broadcaster) Apply(ctx context.Context, cfg netcode.Resolved) error {
 	if err := b.Validate(cfg); err != nil {
 		return err
 	}
-	d := cfg.Default()
-	scfg, err := session.NewConfig(d, b.radius)
+	d := cfg.Config()
+	scfg, err := session.NewConfig(cfg, b.radius)
 	if err != nil {
 		return fmt.Errorf("broadcast: %w", err)
 	}

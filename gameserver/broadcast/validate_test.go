@@ -37,7 +37,7 @@ func TestValidateRefusesWithField(t *testing.T) {
 	}
 	ctx := context.Background()
 	for _, tc := range cases {
-		err := b.Apply(ctx, tc.cfg)
+		err := resolveAndApply(ctx, b, tc.cfg)
 		var ve *netcode.ValidationError
 		if !errors.As(err, &ve) || netcode.FirstField(err) != tc.field {
 			t.Errorf("%s: %v, want a ValidationError naming %s", tc.name, err, tc.field)
@@ -47,7 +47,7 @@ func TestValidateRefusesWithField(t *testing.T) {
 		t.Fatal("a refused config changed the running one")
 	}
 	// The largest push log the default world allows is accepted.
-	if err := b.Apply(ctx, netcode.NetcodeConfig{Backpressure: netcode.BackpressureConfig{PushLogTicks: 56}}); err != nil {
+	if err := resolveAndApply(ctx, b, netcode.NetcodeConfig{Backpressure: netcode.BackpressureConfig{PushLogTicks: 56}}); err != nil {
 		t.Fatalf("push log of 56 ticks: %v", err)
 	}
 }
@@ -67,7 +67,7 @@ func TestPoolsRefuseConnections(t *testing.T) {
 	}
 	ctx := context.Background()
 	for i, tc := range cases {
-		if err := b.Apply(ctx, tc.cfg); err != nil {
+		if err := resolveAndApply(ctx, b, tc.cfg); err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
 		var bots swarm

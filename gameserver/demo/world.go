@@ -17,9 +17,7 @@ const (
 	KindDrone  entity.Kind = 4 // fast, flies between altitudes
 )
 
-// maxSpeed bounds every kind's speed, in m/s.
-const maxSpeed = 9
-
+// speed is a kind's walking speed, in m/s.
 func speed(k entity.Kind) float32 {
 	switch k {
 	case KindWalker:

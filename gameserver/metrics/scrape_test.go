@@ -72,7 +72,7 @@ func TestScrapeWithPeers(t *testing.T) {
 		MaxPeers:  scrapePeers,
 		Game:      g,
 		Store:     g.Store(),
-		Netcode:   initial,
+		Netcode:   netcode.MustResolve(initial),
 		OnTick:    col.ObserveTick,
 		OnSecond:  col.ObserveSecond,
 		OnPeerEnd: col.ObservePeerEnd,
@@ -80,7 +80,7 @@ func TestScrapeWithPeers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err = admin.New(b, admin.Options{Token: "t0ken", Initial: initial, Gatherer: reg, ReadyWithoutPush: true})
+	srv, err = admin.New(b, admin.Options{Token: "t0ken", Initial: netcode.MustResolve(initial), Gatherer: reg, ReadyWithoutPush: true})
 	if err != nil {
 		t.Fatal(err)
 	}

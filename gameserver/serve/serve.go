@@ -99,7 +99,7 @@ type settings struct {
 	bind                netip.Addr
 	gamePort, adminPort int
 	token               string
-	netcode             netcode.NetcodeConfig
+	netcode             netcode.Resolved
 	maxPeers            int
 	interestRadius      float32
 	readyWithoutPush    bool
@@ -169,12 +169,13 @@ func parse(spec Spec, args []string, getenv func(string) (string, bool), stderr 
 	if err := s.logLevel.UnmarshalText([]byte(lvl)); err != nil {
 		return s, fmt.Errorf("--log-level: %w", err)
 	}
+	var raw netcode.NetcodeConfig
 	if netcodeJSON != "" {
-		if s.netcode, err = loadNetcode(netcodeJSON); err != nil {
+		if raw, err = loadNetcode(netcodeJSON); err != nil {
 			return s, fmt.Errorf("--netcode-config: %w", err)
 		}
 	}
-	if err := s.netcode.Validate(); err != nil {
+	if s.netcode, err = netcode.Resolve(raw); err != nil {
 		return s, fmt.Errorf("--netcode-config: %w", err)
 	}
 	s.token, _ = getenv(netcode.EnvAdminToken)

@@ -25,7 +25,7 @@ func TestParseFlagsOverrideEnv(t *testing.T) {
 		t.Fatal(err)
 	}
 	if s.gamePort != 7002 || s.adminPort != 9001 || s.bind.String() != "127.0.0.2" || s.token != "secret" ||
-		s.netcode.TickRateHz != 20 || s.tokenGenerated || population != 99 || s.interestRadius != 250 {
+		s.netcode.Config().TickRateHz != 20 || s.tokenGenerated || population != 99 || s.interestRadius != 250 {
 		t.Fatalf("settings %+v", s)
 	}
 	bad := [][]string{

@@ -8,7 +8,7 @@ import (
 	"github.com/netfleet/netfleet/gameserver/snapshot"
 )
 
-// Config is the per-session policy compiled from a defaulted netcode config: everything a session
+// Config is the per-session policy compiled from a resolved netcode config: everything a session
 // reads while it runs, in the units it computes with. Build it with NewConfig; the tick loop
 // installs a new one on every session at a tick boundary (Session.SetConfig).
 type Config struct {
@@ -39,13 +39,11 @@ type Config struct {
 	MaxPendingBytes        int
 }
 
-// NewConfig validates nc (netcode.Validate) and compiles it. interestRadius is the full-detail
-// interest radius in meters, a property of the game rather than of the netcode config.
-func NewConfig(nc netcode.NetcodeConfig, interestRadius float32) (Config, error) {
-	if err := nc.Validate(); err != nil {
-		return Config{}, err
-	}
-	d := nc.Default()
+// NewConfig compiles a resolved netcode config. interestRadius is the full-detail interest radius
+// in meters, a property of the game rather than of the netcode config; a radius that is not
+// positive is refused.
+func NewConfig(nc netcode.Resolved, interestRadius float32) (Config, error) {
+	d := nc.Config()
 	cg := d.Congestion
 	c := Config{
 		TickRateHz: int(d.TickRateHz),
@@ -65,7 +63,7 @@ func NewConfig(nc netcode.NetcodeConfig, interestRadius float32) (Config, error)
 		BytesPerSecond:         int(*d.Budget.SessionBytesPerSecond),
 		SnapshotBytesPerTick:   int(*d.Budget.SnapshotBytesPerTick),
 		FrameBytes:             int(d.Backpressure.FrameBytes),
-		Snapshot:               snapshot.FromNetcode(d, interestRadius),
+		Snapshot:               snapshot.FromNetcode(nc, interestRadius),
 		CloseStalledAfterMs:    int64(d.Backpressure.CloseStalledAfterMs),
 		LagAllowanceMs:         int64(d.Backpressure.LagSkipRttAllowanceMs),
 		PushLogTicks:           int(d.Backpressure.PushLogTicks),

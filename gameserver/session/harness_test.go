@@ -128,7 +128,7 @@ func newHarness(t testing.TB, wcfg demo.Config, nc netcode.NetcodeConfig, radius
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := NewConfig(nc, radius)
+	cfg, err := NewConfig(netcode.MustResolve(nc), radius)
 	if err != nil {
 		t.Fatal(err)
 	}

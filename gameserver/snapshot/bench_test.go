@@ -65,7 +65,7 @@ func newBenchServerDelays(tb testing.TB, sessions int, delay func(i int) uint32)
 		tb.Fatal(err)
 	}
 	nc := netcode.NetcodeConfig{}.Default()
-	cfg := FromNetcode(nc, benchRadius)
+	cfg := FromNetcode(netcode.MustResolve(nc), benchRadius)
 	sh := NewShared(w.Store().Capacity())
 	bs := &benchServer{w: w, budget: int(*nc.Budget.SnapshotBytesPerTick), sentSeq: make([][sentRing]int32, sessions)}
 	for i := range sessions {

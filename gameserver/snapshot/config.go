@@ -35,9 +35,10 @@ type Config struct {
 	EnterBudgetDivisor int
 }
 
-// FromNetcode returns the Config a netcode configuration implies, with the given interest radius.
-func FromNetcode(nc netcode.NetcodeConfig, interestRadius float32) Config {
-	d := nc.Default()
+// FromNetcode returns the Config a resolved netcode configuration implies, with the given
+// interest radius.
+func FromNetcode(nc netcode.Resolved, interestRadius float32) Config {
+	d := nc.Config()
 	return Config{
 		MaxPacketBytes: int(d.Budget.MaxPacketBytes),
 		TickRateHz:     int(d.TickRateHz),

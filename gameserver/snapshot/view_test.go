@@ -313,7 +313,7 @@ func TestBuildFrameAndAckErrors(t *testing.T) {
 
 func TestConfigFromNetcode(t *testing.T) {
 	nc := netcode.NetcodeConfig{TickRateHz: 30, Budget: netcode.BudgetConfig{StateUpdateHz: 10}}
-	c := FromNetcode(nc, 200)
+	c := FromNetcode(netcode.MustResolve(nc), 200)
 	want := Config{MaxPacketBytes: netcode.DefaultBudgetMaxPacketBytes, TickRateHz: 30, StateUpdateHz: 10, InterestRadius: 200}
 	if c != want {
 		t.Fatalf("FromNetcode = %+v, want %+v", c, want)
@@ -370,7 +370,7 @@ func ExampleView_BuildFrame() {
 		a := float64(i) * 2 * math.Pi / 32
 		_, _ = st.Spawn(2, entity.Transform{Pos: [3]float32{float32(90 * math.Cos(a)), float32(90 * math.Sin(a)), 0}})
 	}
-	v, _ := NewView(st, NewShared(st.Capacity()), FromNetcode(netcode.NetcodeConfig{}, 150))
+	v, _ := NewView(st, NewShared(st.Capacity()), FromNetcode(netcode.Resolved{}, 150))
 	v.SetFocus(avatar)
 	f := NewFrame(netcode.DefaultBackpressureFrameBytes)
 	st.Advance()

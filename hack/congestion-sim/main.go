@@ -158,7 +158,11 @@ func run(args []string, stdout, stderr io.Writer) error {
 
 // simulate runs n peers with seeds seed..seed+n-1 and measures them.
 func simulate(nc netcode.NetcodeConfig, sc Scenario, seed uint64, n int) (Summary, error) {
-	cfg, err := session.NewConfig(nc, 1)
+	r, err := netcode.Resolve(nc)
+	if err != nil {
+		return Summary{}, fmt.Errorf("netcode: %w", err)
+	}
+	cfg, err := session.NewConfig(r, 1)
 	if err != nil {
 		return Summary{}, fmt.Errorf("netcode: %w", err)
 	}

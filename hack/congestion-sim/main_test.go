@@ -21,7 +21,7 @@ func defaultScenario() Scenario {
 // A path that is never impaired is sent every tick, every second: the controller of a healthy
 // peer is the same as none.
 func TestHealthyPathFullRate(t *testing.T) {
-	cfg, err := session.NewConfig(netcode.NetcodeConfig{}, 1)
+	cfg, err := session.NewConfig(netcode.Resolved{}, 1)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -232,11 +232,15 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("congestionlab: %w", err)
 	}
+	resolved, err := netcode.Resolve(nc)
+	if err != nil {
+		return nil, fmt.Errorf("congestionlab: %w", err)
+	}
 	srv, err := broadcast.New(broadcast.Options{
 		Address: netip.MustParseAddrPort("127.0.0.1:0"),
 		Game:    g,
 		Store:   g.Store(),
-		Netcode: nc,
+		Netcode: resolved,
 		OnTick:  ticks.observe,
 	})
 	if err != nil {
