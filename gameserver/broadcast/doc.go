@@ -1,29 +1,39 @@
-// Package broadcast is the game server's tick loop: it owns the ENet host, the demo world and one
-// session per peer slot, and ties them together at the tick rate (netcode tickRateHz, 60 by
-// default).
+// Package broadcast is the game server's loop: it owns the ENet host, runs a game (game.Game) on
+// its entity store (entity.Store), and keeps one session per peer slot, tying them together at
+// the tick rate (netcode tickRateHz, 60 by default). It is the engine a game runs on: the game
+// owns its simulation, the loop owns the tick, the transport, replication and every budget.
 //
 // Between two ticks the loop services ENet, waiting in ENet for the time left until the next
-// tick (it never spins). Each tick then:
+// tick (it never spins). A connection that completes its handshake is the game's Join; a
+// disconnection, or a session the loop closes, the game's Leave. Each tick then:
 //
 //  1. serves calls from other goroutines (Apply, Peers, PeerStats), so config changes land
 //     between two ticks;
-//  2. applies the game input queued by each session (COMMANDs) to the world;
-//  3. steps the world;
-//  4. runs every session (session.Session.Tick): congestion step from the link signals, rate
-//     lever, budget lever, frame build, pacer, ENet send;
+//  2. hands the COMMANDs queued by each session to the game's Input, in order;
+//  3. advances the store, runs the game's Step, and commits the store;
+//  4. disconnects the players the Step kicked, then runs every session (session.Session.Tick):
+//     congestion step from the link signals, rate lever, budget lever, frame build, pacer, ENet
+//     send;
 //  5. flushes the host once.
+//
+// The game's methods are always called on the tick goroutine, one at a time; so is every use of
+// the store (the game's own and replication's).
 //
 // # Construction and use
 //
-//	b, err := broadcast.New(broadcast.Options{Address: addr, World: world.Config{...}, Netcode: cfg})
+//	g := mygame.New(store)  // a game.Game writing store
+//	b, err := broadcast.New(broadcast.Options{Address: addr, Game: g, Store: store, Netcode: cfg})
 //	go b.Run()              // the tick loop, until Stop
 //	...
 //	b.Peers(nil)            // per-peer rate, loss, RTT, throttle, bytes, state (admin API)
 //	b.PeerStats(nil)        // every session's Stats, Counters and MemoryUsage (metrics, load tools)
-//	b.Apply(ctx, newCfg)    // live config, installed at a tick boundary
+//	b.Apply(ctx, newCfg)    // live config (a netcode.Resolved), installed at a tick boundary
 //	b.SetPeerBudget(ctx, slot, bytesPerSecond) // one peer's byte rate
 //	b.SetPeerRateClass(ctx, slot, 4)           // one peer's declared rate class
 //	b.Stop(ctx)             // 1001 to every peer, wait briefly for acknowledgements, destroy the host
+//
+// A game's process is simplest started with gameserver/serve, which adds the admin API, metrics
+// and signal handling around a Broadcaster.
 //
 // Broadcaster implements admin.Runtime. Three hooks run on the tick goroutine, for metrics:
 // Options.OnTick after every tick (its duration, lateness, peer count, overload), Options.OnSecond
@@ -39,9 +49,12 @@
 // connect data (session.ConnectDataRateClass). The server closes a session with ENet disconnect
 // data: protocol.CloseGoingAway (1001) when it shuts down, protocol.CloseAbuse (1008) when the
 // client keeps sending over its inbound budget, protocol.CloseStalled (1013) when the session
-// stayed stalled — and, as "try again later", when the pools or the world have no room for a new
-// connection — and protocol.CloseNoPing (4001) when the client stopped pinging. The demo world's
-// game input is a move (AppendMove): the sender's avatar walks to a point.
+// stayed stalled — and, as "try again later", when the pools have no room for a new connection —
+// and protocol.CloseNoPing (4001) when the client stopped pinging. A player the game refuses is
+// disconnected with the refusal's code (game.CloseCode: 4003 or the game's own), one the game
+// answers with an entity that does not exist with protocol.CloseGameError (1011), and one a Step
+// kicks with the code the game chose. COMMAND payloads are the game's own input, opaque to the
+// loop.
 //
 // ENet pings every peer every PingInterval (250 ms) so its RTT stays fresh whatever the snapshot
 // cadence, and ENet's own unreliable throttle is pinned open: the congestion controller and the
@@ -77,7 +90,7 @@
 // installs it between two ticks, returning once it runs; a refused config keeps the running one.
 // The invariants: ENet cannot change its packet-size and waiting-data limits on a live host, so a
 // config that raises memory.maxInboundMessageBytes above the transport's limit or changes
-// memory.maxParkedBytesPerConnection is refused; the push log must fit the world's state history
+// memory.maxParkedBytesPerConnection is refused; the push log must fit the store's state history
 // (backpressure.pushLogTicks at most HistoryTicks - 8); the state pool must hold one session's
 // base state and the ingress pool one session's inbox. Each refusal names the field.
 //
@@ -85,6 +98,7 @@
 // so TickStats can report the CPU time of each tick apart from the time a busy machine makes it
 // wait.
 //
-// It imports the transport (enet), the world, and the session, snapshot and protocol packages; it
-// must not import the admin API or the metrics (they plug in through Runtime and the hooks).
+// It imports the transport (enet), the game contract (game), the entity store (entity), and the
+// session, snapshot and protocol packages; it must not import the admin API or the metrics (they
+// plug in through Runtime and the hooks), nor any game.
 package broadcast

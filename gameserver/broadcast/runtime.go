@@ -32,15 +32,15 @@ func (b *Broadcaster) Validate(cfg netcode.Resolved) error {
 	rule(d.Memory.MaxParkedBytesPerConnection == int32(created.maxWaiting), "memory.maxParkedBytesPerConnection",
 		"memory.maxParkedBytesPerConnection cannot change while the server runs (the transport holds %d per peer); restart the server to change it",
 		created.maxWaiting)
-	// The push log is the world's state history: a skipped session's union is replayed as deltas
+	// The push log is the store's state history: a skipped session's union is replayed as deltas
 	// against baselines the history still holds, and the replication state copies a baseline out
 	// of it only once it is storeAge ticks old. A longer log would replay past the history.
 	history := b.store.HistoryTicks()
 	rule(int(d.Backpressure.PushLogTicks) <= history-pushLogMargin, "backpressure.pushLogTicks",
-		"backpressure.pushLogTicks must be at most %d: the world keeps %d ticks of state history, %d of which a baseline needs before it is stored",
+		"backpressure.pushLogTicks must be at most %d: the entity store keeps %d ticks of state history, %d of which a baseline needs before it is stored",
 		history-pushLogMargin, history, pushLogMargin)
 	rule(d.Memory.StatePoolBudgetBytes >= int64(b.states.BaseBytes()), "memory.statePoolBudgetBytes",
-		"memory.statePoolBudgetBytes must hold one session's replication state (%d bytes in this world)", b.states.BaseBytes())
+		"memory.statePoolBudgetBytes must hold one session's replication state (%d bytes with this entity store)", b.states.BaseBytes())
 	rule(d.Memory.IngressPoolBudgetBytes >= int64(d.Memory.MaxPendingBytesPerConnection), "memory.ingressPoolBudgetBytes",
 		"memory.ingressPoolBudgetBytes must hold one session's inbox (memory.maxPendingBytesPerConnection)")
 	if len(errs) > 0 {
@@ -49,7 +49,7 @@ func (b *Broadcaster) Validate(cfg netcode.Resolved) error {
 	return nil
 }
 
-// pushLogMargin is the age at which the replication state copies a baseline out of the world's
+// pushLogMargin is the age at which the replication state copies a baseline out of the store's
 // history (snapshot's storeAge).
 const pushLogMargin = 8
 

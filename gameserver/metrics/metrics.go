@@ -28,9 +28,10 @@ var (
 var (
 	rateClasses = [...]string{"1", "2", "4"}
 	skipReasons = [...]string{"busy", "pool", "lag"}
-	// closeCodes are the codes the server closes sessions with (protocol.Close*), and "other".
-	closeCodes     = [...]uint32{protocol.CloseGoingAway, protocol.CloseAbuse, protocol.CloseStalled, protocol.CloseNoPing}
-	closeLabels    = [...]string{"1001", "1008", "1013", "4001", "other"}
+	// closeCodes are the codes the server closes sessions with (protocol.Close*); the codes a game
+	// chooses (protocol.CloseGameMin to CloseGameMax) are "game", any other "other".
+	closeCodes     = [...]uint32{protocol.CloseGoingAway, protocol.CloseAbuse, protocol.CloseStalled, protocol.CloseNoPing, protocol.CloseRefused}
+	closeLabels    = [...]string{"1001", "1008", "1013", "4001", "4003", "game", "other"}
 	refusalReasons = [...]string{"budget", "inbox_full", "oversize", "malformed"}
 	pools          = [...]string{"frame", "state", "ingress"}
 )
@@ -110,6 +111,8 @@ type snapshot struct {
 	connRefused uint64
 	malformed   uint64
 	peerRefused uint64
+	gameRefused uint64
+	gameErrors  uint64
 	overloaded  bool
 	spans       uint64
 }
@@ -151,6 +154,7 @@ type Collector struct {
 type descs struct {
 	connected, sessions, skips, closes, disconnects, refused           *prometheus.Desc
 	poolBytes, poolBudget, connRefused, malformed, peerRefused         *prometheus.Desc
+	gameRefused, gameErrors                                            *prometheus.Desc
 	txBytes, rxBytes, txPackets, rxPackets, cHeap, overloaded, spans   *prometheus.Desc
 	generation, info                                                   *prometheus.Desc
 	peerRate, peerLoss, peerEnetLoss, peerRTT, peerThrottle, peerBytes *prometheus.Desc
@@ -165,14 +169,16 @@ func newDescs() descs {
 		connected:   d("netfleet_gameserver_connected_peers", "Peers connected to the game server."),
 		sessions:    d("netfleet_gameserver_sessions", "Connected sessions by rate class: served every tick (1), every 2nd (2) or every 4th (4).", "rate_class"),
 		skips:       d("netfleet_gameserver_session_skips_total", "Due ticks a session could not be served on: busy (both frame slots taken), pool (frame pool exhausted), lag (the client had not applied what it was sent).", "reason"),
-		closes:      d("netfleet_gameserver_session_closes_total", "Sessions the server closed, by close code: 1001 going away, 1008 abuse, 1013 stalled, 4001 no ping.", "code"),
+		closes:      d("netfleet_gameserver_session_closes_total", "Sessions the server closed, by close code: 1001 going away, 1008 abuse, 1013 stalled, 4001 no ping, 4003 removed by the game, game (a code of the game's own).", "code"),
 		disconnects: d("netfleet_gameserver_peer_disconnects_total", "Sessions ended by the peer: its disconnect or its timeout."),
 		refused:     d("netfleet_gameserver_ingress_refused_messages_total", "Client messages refused: budget (over ingress.bytesPerSecond), inbox_full, oversize (over memory.maxInboundMessageBytes), malformed.", "reason"),
 		poolBytes:   d("netfleet_gameserver_pool_bytes", "Bytes held by a pool: frame (frames allocated), state (replication state in use and spare), ingress (inboxes of connected sessions).", "pool"),
 		poolBudget:  d("netfleet_gameserver_pool_budget_bytes", "A pool's budget (memory.framePoolBudgetBytes, statePoolBudgetBytes, ingressPoolBudgetBytes).", "pool"),
 		connRefused: d("netfleet_gameserver_connect_refusals_total", "CONNECT datagrams dropped by the per-source connect limiter (ingress.connectsPerSecondPerHost)."),
 		malformed:   d("netfleet_gameserver_malformed_datagrams_total", "Datagrams dropped before ENet parsed them."),
-		peerRefused: d("netfleet_gameserver_peer_refusals_total", "Connections turned away with 1013 for want of room in the pools or the world."),
+		peerRefused: d("netfleet_gameserver_peer_refusals_total", "Connections turned away with 1013 for want of room: in the pools, or in a game that is full."),
+		gameRefused: d("netfleet_gameserver_game_join_refusals_total", "Joins the game refused."),
+		gameErrors:  d("netfleet_gameserver_game_join_errors_total", "Joins the game answered with an entity that does not exist (the player is refused with 1011)."),
 		txBytes:     d("netfleet_gameserver_transport_sent_bytes_total", "Bytes the ENet host sent, ENet headers included."),
 		rxBytes:     d("netfleet_gameserver_transport_received_bytes_total", "Bytes the ENet host received, ENet headers included."),
 		txPackets:   d("netfleet_gameserver_transport_sent_packets_total", "Datagrams the ENet host sent."),
@@ -272,6 +278,7 @@ func (c *Collector) ObserveSecond(sec broadcast.Second) {
 	p.connRefused = sec.ConnectRefusals
 	p.malformed = sec.MalformedDatagrams
 	p.peerRefused = sec.PeersRefused
+	p.gameRefused, p.gameErrors = sec.GameRefused, sec.GameErrors
 	p.overloaded = sec.Overloaded
 	p.spans = sec.OverloadSpans
 }
@@ -300,13 +307,20 @@ func (c *Collector) ObservePeerEnd(end broadcast.PeerEnd) {
 		p.disconnects++
 		return
 	}
-	i := len(closeCodes) // "other"
-	for j, code := range closeCodes {
-		if code == end.Code {
-			i = j
+	p.closes[closeIndex(end.Code)]++
+}
+
+// closeIndex is the closeLabels index of a close code.
+func closeIndex(code uint32) int {
+	for i, c := range closeCodes {
+		if c == code {
+			return i
 		}
 	}
-	p.closes[i]++
+	if code >= protocol.CloseGameMin && code <= protocol.CloseGameMax {
+		return len(closeCodes) // "game"
+	}
+	return len(closeCodes) + 1 // "other"
 }
 
 // fold adds what the session in slot counted since the last fold to the totals. A counter below
@@ -357,7 +371,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	d := &c.descs
 	for _, desc := range []*prometheus.Desc{
 		d.connected, d.sessions, d.skips, d.closes, d.disconnects, d.refused, d.poolBytes, d.poolBudget,
-		d.connRefused, d.malformed, d.peerRefused, d.txBytes, d.rxBytes, d.txPackets, d.rxPackets,
+		d.connRefused, d.malformed, d.peerRefused, d.gameRefused, d.gameErrors, d.txBytes, d.rxBytes, d.txPackets, d.rxPackets,
 		d.cHeap, d.overloaded, d.spans, d.generation, d.info, d.peerRate, d.peerLoss, d.peerEnetLoss,
 		d.peerRTT, d.peerThrottle, d.peerBytes, d.peerBudget, d.peerCeiling,
 	} {
@@ -417,6 +431,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	counter(d.connRefused, s.connRefused)
 	counter(d.malformed, s.malformed)
 	counter(d.peerRefused, s.peerRefused)
+	counter(d.gameRefused, s.gameRefused)
+	counter(d.gameErrors, s.gameErrors)
 	counter(d.txBytes, s.transport.SentBytes)
 	counter(d.rxBytes, s.transport.ReceivedBytes)
 	counter(d.txPackets, s.transport.SentPackets)

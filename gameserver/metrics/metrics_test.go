@@ -38,6 +38,8 @@ func second(peers ...broadcast.PeerStat) broadcast.Second {
 		ConnectRefusals:    3,
 		MalformedDatagrams: 4,
 		PeersRefused:       5,
+		GameRefused:        6,
+		GameErrors:         7,
 		OverloadSpans:      1,
 	}
 }
@@ -146,6 +148,8 @@ func TestCollector(t *testing.T) {
 				"netfleet_gameserver_connect_refusals_total":                          3,
 				"netfleet_gameserver_malformed_datagrams_total":                       4,
 				"netfleet_gameserver_peer_refusals_total":                             5,
+				"netfleet_gameserver_game_join_refusals_total":                        6,
+				"netfleet_gameserver_game_join_errors_total":                          7,
 				"netfleet_gameserver_overload_spans_total":                            1,
 			},
 		},
@@ -176,19 +180,22 @@ func TestCollector(t *testing.T) {
 			absent: []string{`netfleet_gameserver_peer_send_rate_hertz{peer="0"}`, `netfleet_gameserver_peer_sent_bytes_total{peer="0"}`},
 		},
 		{
-			name: "peer 3 leaves, an unknown code and a new peer in slot 0 that starts afresh",
+			name: "peer 3 leaves, a game's code, an unknown code and a new peer in slot 0 that starts afresh",
 			do: func() {
 				c.ObservePeerEnd(broadcast.PeerEnd{PeerStat: stat(3, 4, 15, 0.2, 80, 800, 0, 0)})
 				c.ObservePeerEnd(broadcast.PeerEnd{PeerStat: stat(2, 1, 0, 0, 0, 0, 0, 0), Code: 4999})
+				c.ObservePeerEnd(broadcast.PeerEnd{PeerStat: stat(4, 1, 0, 0, 0, 0, 0, 0), Code: 4100})
+				c.ObservePeerEnd(broadcast.PeerEnd{PeerStat: stat(5, 1, 0, 0, 0, 0, 0, 0), Code: 3999})
 				c.ObserveSecond(second(stat(0, 2, 30, 0, 20, 100, 1, 0)))
 			},
 			want: map[string]float64{
 				"netfleet_gameserver_peer_disconnects_total":             1,
 				`netfleet_gameserver_session_closes_total{code="other"}`: 1,
+				`netfleet_gameserver_session_closes_total{code="game"}`:  2,
 				`netfleet_gameserver_peer_sent_bytes_total{peer="0"}`:    100,
 				`netfleet_gameserver_sessions{rate_class="2"}`:           1,
 				`netfleet_gameserver_session_skips_total{reason="lag"}`:  10,
-				`netfleet_gameserver_session_skips_total{reason="busy"}`: 4,
+				`netfleet_gameserver_session_skips_total{reason="busy"}`: 6,
 			},
 			absent: []string{`netfleet_gameserver_peer_send_rate_hertz{peer="3"}`},
 		},

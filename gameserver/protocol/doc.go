@@ -9,8 +9,9 @@
 //
 // Every message starts with one byte: the protocol version in the high nibble and the message
 // type in the low nibble. Server to client: SNAPSHOT and RESET. Client to server: ACK, PING and
-// COMMAND. Close reasons are not messages: they travel as ENet disconnect data (CloseAbuse,
-// CloseStalled, CloseNoPing, CloseGoingAway).
+// COMMAND. Close reasons are not messages: they travel as ENet disconnect data (CloseGoingAway,
+// CloseAbuse, CloseGameError, CloseStalled, CloseNoPing, CloseRefused, and the codes a game
+// chooses, CloseGameMin to CloseGameMax).
 //
 // # Bit order
 //

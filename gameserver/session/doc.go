@@ -1,5 +1,5 @@
 // Package session owns the state of one connected peer as the game server's tick loop keeps it:
-// its replication state (a snapshot.Session), its congestion controller and application-level
+// its replication state (a snapshot.View), its congestion controller and application-level
 // loss estimator, its byte-rate pacer, its two frame slots, its rate class, lag and detail level,
 // its inbound budget and inbox, and the counters and statistics that the admin API and the
 // metrics read. It also owns the pools every session of a server shares: frames (FramePool) and
@@ -8,8 +8,8 @@
 // It is policy without I/O: a session never touches the network or the clock. The tick loop
 // passes the time, the server's load and the transport's link signals in (Now, Link) and a Sender
 // out, so every rule is testable with injected inputs. It imports api/netcode and the gameserver
-// packages congestion, pacing, protocol, snapshot and world; it must not import the transport
-// (enet) or the tick loop (broadcast).
+// packages congestion, entity, pacing, protocol and snapshot; it must not import the transport
+// (enet), the tick loop (broadcast) or any game.
 //
 // A slow or hostile client costs itself, never the tick or the other sessions: nothing a session
 // holds grows with what its client does, and a session that cannot keep up loses rate, never
@@ -17,7 +17,7 @@
 //
 // # Per tick
 //
-// Tick, once per tick for every active session, after the world stepped:
+// Tick, once per tick for every active session, after the game stepped:
 //
 //  1. steps the congestion controller once from the link: the application-level loss, the
 //     acknowledgement round trip and the delivery count (the LossEstimator fed by the client's
@@ -60,7 +60,7 @@
 // allocates.
 //
 // The next frame after a skip carries the union of everything the session missed. The push log
-// the union is replayed from is the world's state history together with the session's
+// the union is replayed from is the entity store's state history together with the session's
 // acknowledged baselines: every record is a delta against a state the client acknowledged (or a
 // full spawn), so a frame built after any gap brings the client from what it holds to the present
 // in one step. Within backpressure.pushLogTicks (8) ticks of skipping, the baselines are still in
@@ -111,7 +111,8 @@
 // window in debt. ingress.abuseWindows adjacent windows with ingress.abuseRefusalsPerWindow
 // refusals close the session with 1008. ACKs are applied at once (replication baselines, loss
 // estimator), PINGs record the client's last applied tick, COMMANDs wait in the inbox
-// (memory.maxPendingBytesPerConnection) for the next tick (DrainCommands). A message that does
+// (memory.maxPendingBytesPerConnection), each with its sequence and the client's applied tick, for
+// the next tick (DrainCommands), when the tick loop hands them to the game. A message that does
 // not decode, or that a client may not send, or that is larger than memory.maxInboundMessageBytes,
 // is counted and dropped. HandleMessage never panics and allocates nothing for a warm session.
 //

@@ -23,7 +23,7 @@ var (
 
 // Now is the time of one tick as a session sees it.
 type Now struct {
-	// Tick is the world's tick, the one frames are built for.
+	// Tick is the entity store's tick, the one frames are built for.
 	Tick uint64
 	// UnixMs is the wall clock in milliseconds: it stamps snapshots and times pings and loss.
 	UnixMs int64
@@ -389,7 +389,7 @@ func (s *Session) DrainCommands(fn func(Command)) {
 	s.inbox = s.inbox[:0]
 }
 
-// Tick runs the session for one tick, after the world has stepped: it steps the congestion
+// Tick runs the session for one tick, after the game has stepped: it steps the congestion
 // controller from the link, refills the pacer, moves waiting frame bytes to out as the pacer
 // admits them, applies the closing rules, and, when the session is due and can be served, builds
 // its frame and sends what the pacer admits.

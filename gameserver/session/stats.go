@@ -102,7 +102,7 @@ type Counters struct {
 // MemoryUsage estimates the memory a session holds, in bytes.
 type MemoryUsage struct {
 	Session     int // the session value itself (controller, loss estimator, pacer)
-	Replication int // its replication state (snapshot.Session.MemoryBytes)
+	Replication int // its replication state (snapshot.View.MemoryBytes)
 	Frames      int // frames held in its slots
 	Inbox       int // its inbox of queued COMMANDs
 	Total       int

@@ -6,23 +6,23 @@ import (
 	"github.com/netfleet/netfleet/gameserver/protocol"
 )
 
-// recordCache holds the delta records encoded during the current tick, shared by every session
-// of a world. A delta record depends only on the entity, the tick and the baseline's tick, and
-// sessions whose clients acknowledge at similar round trips hold the same baselines, so most of a
+// recordCache holds the delta records encoded during the current tick, shared by every view
+// of a store. A delta record depends only on the entity, the tick and the baseline's tick, and
+// views whose clients acknowledge at similar round trips hold the same baselines, so most of a
 // tick's deltas are encoded once and appended to many packets.
 //
 // An entry holds a record of at most 64 bits, which is nearly every delta of a moving entity; a
-// longer one (a large jump, a turn) is encoded by every session that sends it. Entries are 16
+// longer one (a large jump, a turn) is encoded by every view that sends it. Entries are 16
 // bytes so that the table stays in the CPU's caches. Each slot has cacheWays entries, chosen by
 // the baseline's age, so the records of any sixteen consecutive ages (clients whose round trips
 // differ by up to 250 ms) are cached together. The table is laid out by age, then slot: the
-// sessions of one age read a table of 16 bytes per slot, where one cache line per slot would
+// views of one age read a table of 16 bytes per slot, where one cache line per slot would
 // bring in fifteen entries they do not use. An entry is filled at most once per tick, by
-// the first session that needs it (later ones with another age that maps to the same entry
-// encode their record themselves), so a filled entry never changes while sessions read it and
-// sessions may be built concurrently: a filler claims the entry with a compare-and-swap of its
+// the first view that needs it (later ones with another age that maps to the same entry
+// encode their record themselves), so a filled entry never changes while views read it and
+// views may be built concurrently: a filler claims the entry with a compare-and-swap of its
 // key, writes the record, then publishes the key; a reader that loads the published key sees the
-// record written before it. The world steps between ticks, while no session is being built.
+// record written before it. The store is written between ticks, while no view is being built.
 type recordCache struct {
 	entries []cacheEntry // (age%cacheWays)*slots + slot
 	slots   int

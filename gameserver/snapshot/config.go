@@ -9,7 +9,7 @@ import (
 	"github.com/netfleet/netfleet/gameserver/protocol"
 )
 
-// Config is a session's replication settings. A tick loop may change it between ticks with
+// Config is a view's replication settings. A tick loop may change it between ticks with
 // SetConfig.
 type Config struct {
 	// MaxPacketBytes is the largest SNAPSHOT packet (the MTU budget.maxPacketBytes).
@@ -19,7 +19,7 @@ type Config struct {
 	// StateUpdateHz is the rate of state updates (deltas); spawns and despawns go out every
 	// tick. 0 means every tick.
 	StateUpdateHz int
-	// InterestRadius is the distance from the session's focus within which entities are
+	// InterestRadius is the distance from the view's focus within which entities are
 	// replicated, in meters.
 	InterestRadius float32
 	// FarRadius splits the interest area into a near disc and the far band beyond it, in

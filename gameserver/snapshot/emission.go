@@ -7,7 +7,7 @@ import (
 )
 
 // A candidate's record is prepared when it is listed: a delta of at most 64 bits, most of a
-// frame, as its bits and length, from the world's record cache or encoded into it; a length of 0
+// frame, as its bits and length, from the shared record cache or encoded into it; a length of 0
 // or above 64 marks a record decided when it is emitted.
 const (
 	recEqual   = 0    // the state equals the baseline: nothing to send after all
@@ -16,7 +16,7 @@ const (
 
 // list orders the candidates by bucket, highest first, with a stable counting sort over the
 // counts collect took, and lists their records in that order, so the encoder reads them in turn.
-// A delta record comes from the world's record cache, or is encoded here; other records are
+// A delta record comes from the shared record cache, or is encoded here; other records are
 // decided when they are emitted.
 func (v *View) list(tick uint32) {
 	sc := v.sc
@@ -35,7 +35,7 @@ func (v *View) list(tick uint32) {
 	sc.encode = slices.Grow(sc.encode[:0], n)[:n]
 	encode := sc.encode[:v.place(tick)]
 	// The states to encode deltas between are read first, in a loop of their own: they are in the
-	// world's history and most are out of the CPU's caches, and these loads are then in flight
+	// store's history and most are out of the CPU's caches, and these loads are then in flight
 	// together.
 	states := slices.Grow(sc.states[:0], 2*len(encode))[:2*len(encode)]
 	sc.states = states
@@ -49,7 +49,7 @@ func (v *View) list(tick uint32) {
 }
 
 // place puts each candidate at its position in the list, then reads the list in order for the
-// records: a delta's from the world's record cache if it is there; it lists the positions of the
+// records: a delta's from the shared record cache if it is there; it lists the positions of the
 // deltas to encode in sc.encode and returns how many it listed. Two loops with few values each
 // keep them in registers, where one did not.
 func (v *View) place(tick uint32) (encode int) {
@@ -86,7 +86,7 @@ func (v *View) place(tick uint32) (encode int) {
 }
 
 // encodeDelta encodes the delta of candidate c from base, its baseline, to cur for the frame of
-// tick, offers it to the record cache (unless another session put its own record of the slot
+// tick, offers it to the record cache (unless another view put its own record of the slot
 // there this tick), and lists it.
 func (v *View) encodeDelta(c uint16, tick uint32, base, cur *protocol.State) {
 	rep := &v.reps[v.sc.cands[c]]

@@ -2,9 +2,9 @@ package snapshot
 
 import "github.com/netfleet/netfleet/gameserver/protocol"
 
-// Frame is what one session is sent for one tick: zero or more SNAPSHOT packets, preceded by a
-// RESET message when the session's view was reset. Its buffer is fixed at NewFrame; building
-// into a reused Frame allocates nothing once warm.
+// Frame is what one view's client is sent for one tick: zero or more SNAPSHOT packets, preceded
+// by a RESET message when the view was reset. Its buffer is fixed at NewFrame; building into a
+// reused Frame allocates nothing once warm.
 type Frame struct {
 	tick     uint32
 	firstSeq uint16

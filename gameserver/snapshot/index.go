@@ -1,7 +1,7 @@
 package snapshot
 
-// slotIndex maps the slots a session tracks to their replicas: a bitmap of tracked slots, which
-// the world's interest query reads to skip them, and each tracked slot's position in the replica
+// slotIndex maps the slots a view tracks to their replicas: a bitmap of tracked slots, which
+// the store's interest query reads to skip them, and each tracked slot's position in the replica
 // array. A replica keeps its position while its slot is tracked, so the records of sent packets
 // name positions and an acknowledgement needs no lookup; the positions serve game-logic bumps
 // and requests for full state.

@@ -7,16 +7,16 @@ import (
 	"github.com/netfleet/netfleet/gameserver/protocol"
 )
 
-// gather finds entities within the interest radius that the session does not track yet and adds
+// gather finds entities within the interest radius that the view does not track yet and adds
 // them as spawns, in the holes first.
 //
-// A full scan queries the world for them within the radius plus a slack band, and watches those
-// it finds in the band. Until the focus and the world's entities together may have moved as far
-// as the band is wide (the world's Reach bounds the entities), an entity that was beyond the
+// A full scan queries the store for them within the radius plus a slack band, and watches those
+// it finds in the band. Until the focus and the store's entities together may have moved as far
+// as the band is wide (the store's Reach bounds the entities), an entity that was beyond the
 // band at the scan is still beyond the radius; so between scans gather checks only the watched
-// entities, those collect dropped since (drop watches them), and those the world spawned since
-// the last build (world.SpawnedSince), however many ticks ago that was. A last build beyond what
-// the world's spawn log covers, a new radius, a reset, a build without focus, or more entities to
+// entities, those collect dropped since (drop watches them), and those the store spawned since
+// the last build (Entities.SpawnedSince), however many ticks ago that was. A last build beyond what
+// the store's spawn log covers, a new radius, a reset, a build without focus, or more entities to
 // check than a scan would read, scans in full. Interest is thus exactly what a scan every tick
 // finds, at the cost of a scan every few dozen ticks and a check of a few dozen entities.
 func (v *View) gather(tick uint32, fx, fy float32) {
@@ -72,7 +72,7 @@ func (v *View) scan(tick uint32, fx, fy, r, slack float32, reach float64) {
 }
 
 // add starts tracking slot, at squared distance d2 from the focus, as a spawn if it is within the
-// radius and reports whether it did. When the session tracks maxReplicas entities already, it
+// radius and reports whether it did. When the view tracks maxReplicas entities already, it
 // does not, and the next gather scans in full.
 func (v *View) add(tick uint32, slot uint16, d2 float32) bool {
 	r2 := v.cfg.InterestRadius * v.cfg.InterestRadius

@@ -30,10 +30,10 @@ func (v *View) bump() {
 // band on updateFar ticks.
 //
 // An acknowledged record makes its state the replica's baseline, unless the baseline is newer or
-// the state has left the world's history; an acknowledged despawn drops the replica. Records
+// the state has left the store's history; an acknowledged despawn drops the replica. Records
 // sent before the replica's current incarnation are ignored.
 //
-// It runs for every replica of every session every tick. Its loop (classify) handles the common
+// It runs for every replica of every view every tick. Its loop (classify) handles the common
 // case, an entity that stays in interest with an acknowledged baseline, with no calls, so that
 // its values stay in registers (a call clobbers them all); it leaves every other replica to a
 // second loop (collectOther). The replicas do not depend on one another, so the order they are
@@ -68,10 +68,10 @@ func (v *View) collect(tick uint32, update, updateFar bool, fx, fy float32, focu
 	}
 }
 
-// storeAgeFor is the age at which this frame copies baselines out of the world's history:
+// storeAgeFor is the age at which this frame copies baselines out of the store's history:
 // storeAge, or on a longer round trip the round trip and storeMargin, so that the baselines of
 // moving entities, replaced about once a round trip at about its age, are not copied every frame;
-// at most half the history, so that a session can still go unbuilt for half of it and keep
+// at most half the history, so that a view can still go unbuilt for half of it and keep
 // them.
 func (v *View) storeAgeFor() uint32 {
 	return max(v.storeAge, min(uint32(v.rtt)+storeMargin, v.history/2))
@@ -80,7 +80,7 @@ func (v *View) storeAgeFor() uint32 {
 // pass holds collect's values for one frame.
 type pass struct {
 	tick, resend      uint32
-	history, storeAge uint32 // the session's history and storeAgeFor
+	history, storeAge uint32 // the view's history and storeAgeFor
 	// Distances are squared, in m², from the focus (fx, fy).
 	fx, fy, r2, exit2 float32
 	due2              float32 // state updates are due within this distance: none, the near disc or all

@@ -1,6 +1,6 @@
 package snapshot
 
-// Stats are a session's cumulative counters.
+// Stats are a view's cumulative counters.
 type Stats struct {
 	Frames       uint64 // frames built
 	Packets      uint64 // SNAPSHOT packets built

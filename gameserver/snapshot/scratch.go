@@ -7,10 +7,10 @@ import (
 	"github.com/netfleet/netfleet/gameserver/protocol"
 )
 
-// scratch holds the arrays a frame build fills and forgets. The sessions of a world share them:
+// scratch holds the arrays a frame build fills and forgets. The views of a store share them:
 // a build takes one set and gives it back, so builds one after another reuse the same memory,
-// which stays in the CPU's caches, where each session's own copy would be fetched from main
-// memory every tick (a server's sessions together hold more than the caches).
+// which stays in the CPU's caches, where each view's own copy would be fetched from main
+// memory every tick (a server's views together hold more than the caches).
 type scratch struct {
 	fresh []entity.Hit
 	// acked is parallel to the replicas: the newest acknowledged record of each, its tick in
@@ -28,7 +28,7 @@ type scratch struct {
 	counts   [nBuckets]int32
 }
 
-// scratchPool holds the idle scratch sets of a world's sessions: as many as builds ever ran at
+// scratchPool holds the idle scratch sets of a store's views: as many as builds ever ran at
 // once, so taking one allocates nothing once warm.
 type scratchPool struct {
 	mu    sync.Mutex

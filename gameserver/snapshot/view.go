@@ -11,7 +11,7 @@ import (
 
 // Priority constants, in units of one tick of full relevance.
 const (
-	// SpawnPriority is the priority an entity starts with when it enters a session's interest
+	// SpawnPriority is the priority an entity starts with when it enters a view's interest
 	// (scaled by its relevance) or leaves it, so spawns and despawns go before updates.
 	SpawnPriority = 1 << 20
 	// minRelevance is the relevance at the edge of the interest radius.
@@ -21,12 +21,12 @@ const (
 	// exitFactor: an entity leaves interest only beyond exitFactor * InterestRadius.
 	exitFactor = 1.1
 	// scanSlack is the width of the band beyond InterestRadius that a full interest scan watches,
-	// as a share of the radius: the scan comes again once the focus and the world's entities
+	// as a share of the radius: the scan comes again once the focus and the store's entities
 	// together may have moved that far (see gather).
 	scanSlack = 1.0 / 32
-	// storeAge is the age, in ticks, at which a baseline is copied out of the world's history
-	// into the session, on a short round trip (see storeAgeFor). Baselines of moving entities
-	// are replaced sooner and never copied; a session can go unbuilt for the rest of the history
+	// storeAge is the age, in ticks, at which a baseline is copied out of the store's history
+	// into the view, on a short round trip (see storeAgeFor). Baselines of moving entities
+	// are replaced sooner and never copied; a view can go unbuilt for the rest of the history
 	// (56 ticks by default) and keep them.
 	storeAge = 8
 	// storeMargin is how much older than the round trip, in ticks, a baseline may be before it
@@ -42,7 +42,7 @@ const (
 	// packet counts as lost, as in QUIC's packet threshold.
 	lossReorder = 3
 	nBuckets    = 128
-	// maxReplicas bounds the entities one session tracks, so replica indices fit 16 bits.
+	// maxReplicas bounds the entities one view tracks, so replica indices fit 16 bits.
 	maxReplicas = math.MaxUint16
 )
 
@@ -52,12 +52,12 @@ var (
 	ErrAckFuture = errors.New("snapshot: ACK acknowledges a sequence not sent yet")
 )
 
-// replica is what a session knows of one entity (one slot). A replica keeps its position in the
-// session's array while its slot is tracked, so the records of sent packets name it by position;
+// replica is what a view knows of one entity (one slot). A replica keeps its position in the
+// view's array while its slot is tracked, so the records of sent packets name it by position;
 // the position of a slot no longer tracked is a hole until a new replica takes it.
 //
-// A baseline is named by its tick; its state is read from the world's state history, and copied
-// into the session (bases) only once it is older than a round trip and a margin, and at least
+// A baseline is named by its tick; its state is read from the store's state history, and copied
+// into the view (bases) only once it is older than a round trip and a margin, and at least
 // storeAge ticks old (storeAgeFor), which happens to entities at rest. Moving entities, whose
 // baselines advance every round trip, so cost no copies.
 //
@@ -74,7 +74,7 @@ type replica struct {
 	baseSend   uint16 // sendCount of the baseline's record
 	leaving    bool   // despawning since minPromote: it left interest, died or was replaced
 	everSent   bool   // the client may hold the entity
-	baseStored bool   // the baseline is in bases rather than read from the world's history
+	baseStored bool   // the baseline is in bases rather than read from the store's history
 	hole       bool   // no replica: the position is in View.free (leaving is set too)
 }
 
@@ -110,7 +110,7 @@ type View struct {
 	res    FrameResult // of the frame being built
 
 	reps     []replica        // by position, holes included
-	bases    []protocol.State // parallel to reps: baselines that aged out of the world history
+	bases    []protocol.State // parallel to reps: baselines that aged out of the store's history
 	free     []uint16         // the holes in reps
 	index    slotIndex
 	ackQueue []uint16 // ring indices acknowledged since the last frame
@@ -124,8 +124,8 @@ type View struct {
 	nextSeq   uint16
 	lossScan  uint16
 
-	history      uint32 // the world's HistoryTicks
-	storeAge     uint32 // storeAge, within the world's history
+	history      uint32 // the store's HistoryTicks
+	storeAge     uint32 // storeAge, within the store's history
 	lastBuild    uint32
 	lastUpdate   uint32
 	lastFar      uint32  // tick of the last state update of the far band
@@ -135,7 +135,7 @@ type View struct {
 	resetPending bool
 	removed      bool // collect dropped replicas, whose positions compact frees
 	// Interest between full scans (gather): the slots that may come within the radius before
-	// the next scan, and the focus and the world's Reach at the last scan.
+	// the next scan, and the focus and the store's Reach at the last scan.
 	watch        []uint16
 	scanX, scanY float32
 	scanReach    float64
@@ -181,8 +181,8 @@ func NewView(e Entities, sh *Shared, cfg Config) (*View, error) {
 	return v, nil
 }
 
-// Recycle forgets everything about the session's client, keeping the session's memory, so the
-// session can serve a new client.
+// Recycle forgets everything about the view's client, keeping the view's memory, so the
+// view can serve a new client.
 func (v *View) Recycle() {
 	v.forget()
 	v.arenaHead = 0
@@ -209,7 +209,7 @@ func (v *View) forget() {
 	v.lossScan = v.nextSeq
 }
 
-// SetConfig changes the session's settings; call it between ticks.
+// SetConfig changes the view's settings; call it between ticks.
 func (v *View) SetConfig(cfg Config) error {
 	if err := cfg.Validate(); err != nil {
 		return err
@@ -219,7 +219,7 @@ func (v *View) SetConfig(cfg Config) error {
 	return nil
 }
 
-// SetFocus sets the entity whose surroundings the session replicates, normally the session's
+// SetFocus sets the entity whose surroundings the view replicates, normally the view's
 // avatar. With no valid focus nothing is in interest.
 func (v *View) SetFocus(id entity.ID) { v.focus = id }
 
@@ -242,10 +242,10 @@ func (v *View) ReportClientTick(tick uint32) {
 // RTTTicks is the smoothed time from sending a packet to its acknowledgement, in ticks.
 func (v *View) RTTTicks() float32 { return v.rtt }
 
-// Known is the number of entities the session tracks for its client.
+// Known is the number of entities the view tracks for its client.
 func (v *View) Known() int { return len(v.reps) - len(v.free) }
 
-// MemoryBytes is the memory the session holds, for state-pool accounting.
+// MemoryBytes is the memory the view holds, for state-pool accounting.
 func (v *View) MemoryBytes() int {
 	return int(unsafe.Sizeof(*v)) +
 		cap(v.reps)*int(unsafe.Sizeof(replica{})) +
@@ -353,8 +353,8 @@ func (v *View) compact(tick uint32) {
 	v.reps, v.bases, v.free = v.reps[:j], v.bases[:j], v.free[:0]
 }
 
-// storeBaseline copies replica i's baseline out of the world's history, or drops it if it aged
-// out of the history while the session was not built (full state is sent then).
+// storeBaseline copies replica i's baseline out of the store's history, or drops it if it aged
+// out of the history while the view was not built (full state is sent then).
 //
 //go:noinline
 func (v *View) storeBaseline(rep *replica, i int) {
@@ -366,7 +366,7 @@ func (v *View) storeBaseline(rep *replica, i int) {
 }
 
 // baseline is the state of replica ri's baseline: collect keeps it in bases once it is
-// storeAgeFor old, so a younger one is still in the world's history.
+// storeAgeFor old, so a younger one is still in the store's history.
 func (v *View) baseline(ri uint16) *protocol.State {
 	if v.reps[ri].baseStored {
 		return &v.bases[ri]
