@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Builds every command under cmd/ into bin/: the operator with CGO_ENABLED=0, as its image is
-# built (it must never link libenet), the rest with cgo (the game server and the bots link the
-# system libenet).
+# Builds every command under cmd/, and every example game's command under examples/*/cmd/, into
+# bin/: the operator with CGO_ENABLED=0, as its image is built (it must never link libenet), the
+# rest with cgo (the game servers and the bots link the system libenet).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
@@ -15,6 +15,9 @@ for d in cmd/*/; do
 	d=${d%/}
 	[ "$d" = cmd/operator ] && continue
 	others+=("./$d")
+done
+for d in examples/*/cmd/*/; do
+	others+=("./${d%/}")
 done
 log "bin/{$(printf '%s,' "${others[@]##*/}" | sed 's/,$//')}"
 go build -o bin/ "${others[@]}"

@@ -280,6 +280,12 @@ func (b *Broadcaster) call(ctx context.Context, fn func()) error {
 	return nil
 }
 
+// Do runs fn on the tick loop between two ticks and returns once it ran: the way for another
+// goroutine to reach the game and its store, which only the tick loop may touch. It fails with
+// ctx.Err() if ctx ends before the loop takes fn (fn then never runs), and with an error once the
+// loop has stopped. fn must not block.
+func (b *Broadcaster) Do(ctx context.Context, fn func()) error { return b.call(ctx, fn) }
+
 // Run runs the tick loop on the calling goroutine until Stop, then disconnects every peer with
 // protocol.CloseGoingAway and destroys the host. It returns an error only if the transport
 // fails; the host is destroyed either way.
