@@ -29,9 +29,13 @@ import (
 	"github.com/netfleet/netfleet/internal/testenv"
 )
 
-// gameServerImage is the image of every test Pod; the pod runner runs the cmd/gameserver built
-// for the run in its place.
-const gameServerImage = "netfleet/gameserver"
+// gameServerImage is the image of the test Pods; the pod runner runs the cmd/gameserver built for
+// the run in its place. arenaImage is the example game's (examples/arena), which runs its
+// command.
+const (
+	gameServerImage = "netfleet/gameserver"
+	arenaImage      = "netfleet/arena"
+)
 
 // waitLimit bounds every wait for the system to converge: a hang guard generous enough for a
 // loaded 2-core machine, not a speed assertion.
@@ -50,6 +54,7 @@ type harness struct {
 	plane         *controlPlane
 	k8s           client.Client // reads straight from the API server
 	gameServerBin string
+	arenaBin      string
 	operator      *operatorProcess
 	runnerDir     string
 	log           *lockedFile // the pod runner's and the garbage collector's log
@@ -104,13 +109,13 @@ func setUp() (*harness, error) {
 		}
 	}
 	bins := filepath.Join(dir, "bin")
-	build := exec.Command("go", "build", "-o", bins+string(filepath.Separator), "./cmd/operator", "./cmd/gameserver")
+	build := exec.Command("go", "build", "-o", bins+string(filepath.Separator), "./cmd/operator", "./cmd/gameserver", "./examples/arena/cmd/arena")
 	build.Dir = root
 	if out, err := build.CombinedOutput(); err != nil {
-		return h, fmt.Errorf("build the operator and the game server: %w\n%s", err, out)
+		return h, fmt.Errorf("build the operator and the game servers: %w\n%s", err, out)
 	}
-	h.gameServerBin = filepath.Join(bins, "gameserver")
-	step("built the operator and the game server")
+	h.gameServerBin, h.arenaBin = filepath.Join(bins, "gameserver"), filepath.Join(bins, "arena")
+	step("built the operator and the game servers")
 
 	if h.log, err = openLog(filepath.Join(dir, "harness.log")); err != nil {
 		return h, err
@@ -131,7 +136,7 @@ func setUp() (*harness, error) {
 	// A random loopback /24 keeps the Pods' addresses clear of other test binaries' servers.
 	first := netip.AddrFrom4([4]byte{127, byte(100 + rand.IntN(100)), byte(rand.IntN(250)), 2})
 	runner, err := podrunner.New(h.plane.cfg, podrunner.Options{
-		Images:       map[string]string{gameServerImage: h.gameServerBin},
+		Images:       map[string]string{gameServerImage: h.gameServerBin, arenaImage: h.arenaBin},
 		Dir:          h.runnerDir,
 		FirstAddress: first,
 		NodePrefix:   "e2e",
