@@ -39,7 +39,9 @@ func join(t testing.TB, g *Game, slot int) entity.ID {
 	return id
 }
 
-func input(g *Game, slot int, payload []byte) { g.Input(game.Player{Slot: slot}, game.Input{Payload: payload}) }
+func input(g *Game, slot int, payload []byte) {
+	g.Input(game.Player{Slot: slot}, game.Input{Payload: payload})
+}
 
 func position(g *Game, id entity.ID) [3]float32 {
 	x, _ := g.Store().Get(id)

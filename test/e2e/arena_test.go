@@ -5,10 +5,14 @@ package e2e
 import (
 	"fmt"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/netfleet/netfleet/api/netcode"
+	"sigs.k8s.io/yaml"
+
+	"github.com/netfleet/netfleet/api/v1alpha1"
 	"github.com/netfleet/netfleet/examples/arena"
 	"github.com/netfleet/netfleet/gameserver/broadcast"
 	"github.com/netfleet/netfleet/gameserver/client"
@@ -132,19 +136,31 @@ func playersAt(cl *client.Client, at [][2]float32) error {
 	return err
 }
 
-// TestArenaFleet runs the example game in a Fleet, with state updates at 10 Hz: real ENet clients
+// TestArenaFleet runs the example game in the Fleet of examples/arena/fleet.yaml, with state
+// updates at 10 Hz: real ENet clients
 // join one of its servers, walk and fire; every client sees every projectile spawn and despawn,
 // and once the arena rests, every view holds exactly the players where they walked to.
 func TestArenaFleet(t *testing.T) {
 	ns := newNamespace(t, "arena")
-	f := newFleet(ns, "arena", 2, randomPort(40000, 10000))
-	c := &f.Spec.Template.Spec.Template.Spec.Containers[0]
-	c.Image, c.Args = arenaImage+":e2e", []string{"--max-peers=16", "--arena-half-extent=80"}
-	f.Spec.Template.Spec.Netcode = netcode.NetcodeConfig{Budget: netcode.BudgetConfig{StateUpdateHz: 10}}
+	// The Fleet the game's docs give, with an admin port of the test's: every Pod has a loopback
+	// address of its own here, but other tests' servers may use the default port.
+	raw, err := os.ReadFile(filepath.Join(env.root, "examples/arena/fleet.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &v1alpha1.Fleet{}
+	if err := yaml.UnmarshalStrict(raw, f); err != nil {
+		t.Fatal(err)
+	}
+	f.Namespace = ns
+	f.Spec.Template.Spec.AdminPort = randomPort(40000, 10000)
+	if f.Spec.Template.Spec.Netcode.Budget.StateUpdateHz != 10 || f.Spec.Template.Spec.Template.Spec.Containers[0].Image != arenaImage+":dev" {
+		t.Fatalf("examples/arena/fleet.yaml is not the 10 Hz arena Fleet: %+v", f.Spec.Template.Spec)
+	}
 	if err := env.k8s.Create(t.Context(), f); err != nil {
 		t.Fatal(err)
 	}
-	servers := waitConverged(t, ns, "arena")
+	servers := waitConverged(t, ns, f.Name)
 	addr := servers[0].game
 	players := []*player{newPlayer(t, addr), newPlayer(t, addr), newPlayer(t, addr)}
 	serviceUntil := func(what string, cond func() error) {
