@@ -10,7 +10,8 @@ const module = "github.com/netfleet/netfleet/"
 
 // TestEngineImportsNoGame: no engine package links a game — neither the demo nor the examples —
 // and the game contract and the entity store link neither the server loop nor the transport, so
-// a game's rules build and test without cgo. The operator's packages link no game-server package.
+// a game's rules build and test without cgo. The operator's packages link no game-server package,
+// and the load bots do not link the server loop.
 func TestEngineImportsNoGame(t *testing.T) {
 	list := func(pattern string) map[string][]string {
 		t.Helper()
@@ -51,4 +52,6 @@ func TestEngineImportsNoGame(t *testing.T) {
 	}
 	forbid(contract, func(string) bool { return false }, "gameserver/broadcast", "gameserver/enet", "gameserver/snapshot", "gameserver/session")
 	forbid(list("github.com/netfleet/netfleet/controllers/..."), func(string) bool { return false }, "gameserver")
+	// The load bots speak the demo's input without linking the server they load.
+	forbid(list("github.com/netfleet/netfleet/cmd/botswarm"), func(string) bool { return false }, "gameserver/broadcast", "gameserver/snapshot")
 }
