@@ -30,8 +30,8 @@ func (s *Store) StateAt(slot uint16, tick uint32) (*protocol.State, bool) {
 	return &s.hist[int(tick&(h-1))*len(s.states)+int(slot)], true
 }
 
-// Bumps are this tick's priority bumps.
-func (s *Store) Bumps() []Bump { return s.bumps }
+// Bumps are the committed tick's priority bumps.
+func (s *Store) Bumps() []Bump { return s.bumps[:s.committed] }
 
 // Reach bounds how far entities move: between two calls, no entity alive through both moved
 // farther than the difference of their results (in meters, horizontally), however many ticks

@@ -171,8 +171,11 @@ type Store struct {
 	freeHead int
 	freeLen  int
 
-	bumps []Bump
-	grid  grid
+	// bumps are the committed tick's bumps, then those made since its Commit, which belong to
+	// the next tick.
+	bumps     []Bump
+	committed int // bumps of the committed tick
+	grid      grid
 	reach float64
 	log   spawnLog
 }
@@ -304,10 +307,11 @@ func (s *Store) KindOf(id ID) (Kind, bool) {
 	return s.kind[id.Slot()], true
 }
 
-// Bump raises the entity's replication priority for this tick (until the next Advance) by
-// amount, in ticks of full relevance, e.g. after a collision, so that its state reaches clients
-// early. A priority only grows until the entity is sent, and the sessions order entities by it, so
-// an amount must be a positive finite number.
+// Bump raises the entity's replication priority by amount, in ticks of full relevance, e.g. after
+// a collision, so that its state reaches clients early: for the tick being stepped, or for the
+// next one when it is made between ticks (in Join, Leave or Input). A priority only grows until
+// the entity is sent, and views order entities by it, so an amount must be a positive finite
+// number.
 func (s *Store) Bump(id ID, amount float32) error {
 	if !s.Valid(id) {
 		return ErrNoEntity
@@ -319,12 +323,13 @@ func (s *Store) Bump(id ID, amount float32) error {
 	return nil
 }
 
-// Advance starts the next tick: the tick moves on by one, and the last tick's bumps are dropped.
-// The server loop calls it before the game steps; a game never does.
+// Advance starts the next tick: the tick moves on by one, and the committed tick's bumps are
+// dropped. The server loop calls it before the game steps; a game never does.
 func (s *Store) Advance() {
 	s.tick++
 	s.log.trim(s.tick, uint32(s.cfg.HistoryTicks))
-	s.bumps = s.bumps[:0]
+	s.bumps = s.bumps[:copy(s.bumps, s.bumps[s.committed:])]
+	s.committed = 0
 }
 
 // reachSlack covers the rounding of the distances that interest compares against Reach.
@@ -358,4 +363,5 @@ func (s *Store) Commit() {
 	row := int(s.tick&uint32(s.cfg.HistoryTicks-1)) * len(s.states)
 	copy(s.hist[row:row+len(s.states)], s.states)
 	s.grid.rebuild(s.meta)
+	s.committed = len(s.bumps)
 }

@@ -155,10 +155,21 @@ func TestBadInputRefused(t *testing.T) {
 	if got, _ := s.Get(a); got.Pos != [3]float32{5, 5, 0} || s.Count() != 1 || len(s.Bumps()) != 0 {
 		t.Fatalf("refused writes changed the store: %+v, count %d, bumps %v", got, s.Count(), s.Bumps())
 	}
-	if err := s.Bump(a, 2.5); err != nil || len(s.Bumps()) != 1 || s.Bumps()[0] != (Bump{Slot: a.Slot(), Gen: a.Gen(), Amount: 2.5}) {
-		t.Fatalf("Bump: %v, %v", err, s.Bumps())
+	// A bump between ticks belongs to the next one; one in a tick, to that tick.
+	want := Bump{Slot: a.Slot(), Gen: a.Gen(), Amount: 2.5}
+	if err := s.Bump(a, 2.5); err != nil || len(s.Bumps()) != 0 {
+		t.Fatalf("Bump between ticks: %v, committed bumps %v", err, s.Bumps())
 	}
 	s.Advance()
+	if err := s.Bump(a, 1); err != nil {
+		t.Fatal(err)
+	}
+	s.Commit()
+	if got := s.Bumps(); len(got) != 2 || got[0] != want || got[1].Amount != 1 {
+		t.Fatalf("bumps of the tick: %v", got)
+	}
+	s.Advance()
+	s.Commit()
 	if len(s.Bumps()) != 0 {
 		t.Fatal("bumps outlived their tick")
 	}
