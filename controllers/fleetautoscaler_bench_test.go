@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"os"
 	"slices"
@@ -19,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/netfleet/netfleet/api/v1alpha1"
 )
@@ -49,6 +51,9 @@ var (
 type autoscaleBench struct {
 	mode  string // "events" or "periodic-30s"
 	fleet *v1alpha1.Fleet
+	// periodic: the autoscaler looks every autoscaleBenchPeriod only, and each burst starts at a
+	// random moment of that period.
+	periodic bool
 
 	mu sync.Mutex
 	// replicas and up are the histories of the fleet's spec.replicas and of its servers that are
@@ -84,12 +89,18 @@ type autoscaleBenchResult struct {
 	ReadyP99Ms  float64 `json:"readyP99Ms"`
 	ReadyMaxMs  float64 `json:"readyMaxMs"`
 	FinalLevel  int     `json:"replicasAfter"`
+	// Passes are the autoscaler reconciles from the burst's start to the fleet's last raise;
+	// PassMeanMs is their mean duration and QueueMeanMs their mean wait in the work queue.
+	Passes      int     `json:"passes"`
+	PassMeanMs  float64 `json:"passMeanMs"`
+	QueueMeanMs float64 `json:"queueMeanMs"`
 }
 
 // BenchmarkFleetAutoscaler measures how fast a Buffer policy refills a fleet's buffer. Two fleets
 // of 200 servers run side by side, each with 160 matches (Allocated servers) and a 20% buffer of
 // 40 free servers; one is scaled on events (the default), the other by a policy that looks every
-// 30 s (spec.sync.mode Interval), the way Agones' FleetAutoscaler does by default. Each iteration
+// 30 s (spec.sync.mode Interval), the way Agones' FleetAutoscaler does by default, its bursts
+// coming at a random moment of its period. Each iteration
 // sends a burst of 20 allocations at each fleet in turn, 8 at a time through the allocator
 // endpoint, and measures for every allocation, from its answer: the time until a watch shows the
 // fleet's spec.replicas raised to what the buffer wants after it, and the time until as many of
@@ -134,11 +145,12 @@ type autoscaleBenchSummary struct {
 // printAutoscaleBench prints every burst so far, then each mode's latencies over all its
 // bursts' allocations, which it returns.
 func printAutoscaleBench() []autoscaleBenchSummary {
-	fmt.Printf("\n%-14s %7s %9s %6s %7s %8s %9s %9s %9s %9s %9s %9s %8s\n", "mode", "servers", "allocated", "burst", "clients",
-		"burst ms", "raise p50", "raise p99", "raise max", "ready p50", "ready p99", "ready max", "replicas")
+	fmt.Printf("\n%-14s %7s %9s %6s %7s %8s %9s %9s %9s %9s %9s %9s %8s %6s %8s %8s\n", "mode", "servers", "allocated", "burst", "clients",
+		"burst ms", "raise p50", "raise p99", "raise max", "ready p50", "ready p99", "ready max", "replicas", "passes", "pass ms", "queue ms")
 	for _, r := range autoscaleBenchRuns {
-		fmt.Printf("%-14s %7d %9d %6d %7d %8.0f %9.1f %9.1f %9.1f %9.1f %9.1f %9.1f %8d\n", r.Mode, r.Servers, r.Allocated, r.Allocations,
-			r.Clients, r.BurstMs, r.RaiseP50Ms, r.RaiseP99Ms, r.RaiseMaxMs, r.ReadyP50Ms, r.ReadyP99Ms, r.ReadyMaxMs, r.FinalLevel)
+		fmt.Printf("%-14s %7d %9d %6d %7d %8.0f %9.1f %9.1f %9.1f %9.1f %9.1f %9.1f %8d %6d %8.1f %8.1f\n", r.Mode, r.Servers, r.Allocated, r.Allocations,
+			r.Clients, r.BurstMs, r.RaiseP50Ms, r.RaiseP99Ms, r.RaiseMaxMs, r.ReadyP50Ms, r.ReadyP99Ms, r.ReadyMaxMs, r.FinalLevel,
+			r.Passes, r.PassMeanMs, r.QueueMeanMs)
 	}
 	fmt.Printf("\nall bursts, from each allocation's answer (ms):\n%-14s %6s %11s %9s %9s %9s %9s %9s %9s\n",
 		"mode", "bursts", "allocations", "raise p50", "raise p99", "raise max", "ready p50", "ready p99", "ready max")
@@ -164,12 +176,36 @@ func printAutoscaleBench() []autoscaleBenchSummary {
 	return out
 }
 
+// controllerHistogram reads the count and sum of a histogram of the operator's registry (the
+// controller-runtime metrics the suite's manager records), for the series with label = value.
+func controllerHistogram(b *testing.B, name, label, value string) (uint64, float64) {
+	b.Helper()
+	families, err := ctrlmetrics.Registry.Gather()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == label && l.GetValue() == value {
+					return m.GetHistogram().GetSampleCount(), m.GetHistogram().GetSampleSum()
+				}
+			}
+		}
+	}
+	return 0, 0
+}
+
 // newAutoscaleBench builds a fleet of autoscaleBenchServers servers without host ports named
 // after the mode, takes autoscaleBenchAllocated of them for matches, starts the watch and creates
 // the fleet's autoscaler in syncMode, then waits until the fleet is settled.
 func newAutoscaleBench(b *testing.B, mode string, syncMode v1alpha1.FleetAutoscalerSyncMode) *autoscaleBench {
 	b.Helper()
-	ab := &autoscaleBench{mode: mode, states: map[string]v1alpha1.GameServerState{}}
+	ab := &autoscaleBench{mode: mode, states: map[string]v1alpha1.GameServerState{},
+		periodic: syncMode == v1alpha1.FleetAutoscalerSyncInterval}
 	ab.fleet = newBenchFleetOf(b, "autoscale-"+strings.ToLower(string(syncMode)), autoscaleBenchServers)
 	var g errgroup.Group
 	g.SetLimit(autoscaleBenchClients)
@@ -307,6 +343,13 @@ func (ab *autoscaleBench) settle(b *testing.B) {
 // burst sends autoscaleBenchBurst allocations at the fleet, measures each one's reaction, ends
 // the burst's matches and waits until the fleet has settled again (with the timer stopped).
 func (ab *autoscaleBench) burst(b *testing.B, hc *http.Client, token string) autoscaleBenchResult {
+	if ab.periodic {
+		// The fleet settled at the autoscaler's last pass: without a random wait every burst
+		// would come at the same moment of the period.
+		b.StopTimer()
+		time.Sleep(rand.N(autoscaleBenchPeriod * time.Second))
+		b.StartTimer()
+	}
 	body, err := json.Marshal(v1alpha1.GameServerAllocation{ObjectMeta: metav1.ObjectMeta{Namespace: ab.fleet.Namespace},
 		Spec: v1alpha1.GameServerAllocationSpec{Fleet: ab.fleet.Name}})
 	if err != nil {
@@ -314,6 +357,8 @@ func (ab *autoscaleBench) burst(b *testing.B, hc *http.Client, token string) aut
 	}
 	answered := make([]time.Time, autoscaleBenchBurst)
 	names := make([]string, autoscaleBenchBurst)
+	passes0, passSum0 := controllerHistogram(b, "controller_runtime_reconcile_time_seconds", "controller", "fleetautoscaler")
+	queued0, queueSum0 := controllerHistogram(b, "workqueue_queue_duration_seconds", "name", "fleetautoscaler")
 	start := time.Now()
 	var g errgroup.Group
 	g.SetLimit(autoscaleBenchClients)
@@ -366,6 +411,14 @@ func (ab *autoscaleBench) burst(b *testing.B, hc *http.Client, token string) aut
 		RaiseP50Ms: quantileMs(raise, 0.5), RaiseP99Ms: quantileMs(raise, 0.99), RaiseMaxMs: quantileMs(raise, 1),
 		ReadyP50Ms: quantileMs(ready, 0.5), ReadyP99Ms: quantileMs(ready, 0.99), ReadyMaxMs: quantileMs(ready, 1),
 		FinalLevel: final,
+	}
+	passes, passSum := controllerHistogram(b, "controller_runtime_reconcile_time_seconds", "controller", "fleetautoscaler")
+	queued, queueSum := controllerHistogram(b, "workqueue_queue_duration_seconds", "name", "fleetautoscaler")
+	if n := passes - passes0; n > 0 {
+		res.Passes, res.PassMeanMs = int(n), (passSum-passSum0)/float64(n)*1000
+	}
+	if n := queued - queued0; n > 0 {
+		res.QueueMeanMs = (queueSum - queueSum0) / float64(n) * 1000
 	}
 	ab.raiseAll, ab.readyAll = append(ab.raiseAll, raise...), append(ab.readyAll, ready...)
 

@@ -5,7 +5,8 @@
 # servers and an allocation, runs bots against the servers — a third of them through linkem with
 # loss and delay — and halfway through changes the fleet's netcode with `kubectl patch`, showing
 # every server pick it up with no restart. It ends with the per-peer view, the config generations,
-# a PNG of every client's send rate and snapshot age, and checks that nothing it started is left
+# a PNG of every client's send rate and snapshot age, and a FleetAutoscaler refilling the fleet's
+# buffer of free servers after two more allocations, and checks that nothing it started is left
 # running. Everything it writes is under _out/demo/.
 #
 # Needs `make deps tools test-assets` (make demo runs them). DEMO_DURATION (seconds of bot
@@ -351,6 +352,35 @@ kubectl get flt | indent
 step "report"
 bin/demo-report --swarm "$OUT/swarm.json" --change-at "$change_ms" --change "$PATCH_TEXT" --out "$OUT/demo.png" | indent
 info "plot of every client's send rate and snapshot age: $OUT/demo.png"
+
+# --- autoscaling ---------------------------------------------------------------------------------
+# The sample FleetAutoscaler keeps 2 servers of the fleet free (3 to 10 in all); with match-1
+# running, the fleet's 3 servers are what it wants. Two more matches eat the buffer, and the
+# autoscaler raises the fleet's replicas as the allocations happen, not at a 30 s poll.
+step "kubectl apply -f config/samples/netfleet_v1alpha1_fleetautoscaler.yaml   (keep 2 servers of $FLEET free, 3 to 10 in all)"
+kubectl apply -f config/samples/netfleet_v1alpha1_fleetautoscaler.yaml | indent
+kubectl wait "fas/$FLEET" --for=condition=AbleToScale --timeout=30s >/dev/null ||
+	die "the autoscaler cannot scale the fleet: $(kubectl get fas "$FLEET" -o jsonpath='{.status.conditions}')"
+kubectl get fas | indent
+
+step "two more matches (match-2, match-3) take the free servers; the autoscaler refills the buffer"
+alloc_ms=$(date +%s%3N)
+for m in match-2 match-3; do
+	printf 'apiVersion: netfleet.io/v1alpha1\nkind: GameServerAllocation\nmetadata: {name: %s}\nspec: {fleet: %s}\n' "$m" "$FLEET"
+	echo ---
+done | kubectl create -f - | indent
+kubectl wait gsa/match-2 gsa/match-3 --for=jsonpath='{.status.state}'=Allocated --timeout=30s >/dev/null ||
+	die "match-2 and match-3 were not both Allocated"
+kubectl wait "flt/$FLEET" --for=jsonpath='{.spec.replicas}'=5 --timeout=30s >/dev/null ||
+	die "the autoscaler did not raise the fleet to 5 replicas"
+raised=$(($(date +%s%3N) - alloc_ms))
+kubectl wait "flt/$FLEET" --for=jsonpath='{.status.readyReplicas}'=2 --timeout=60s >/dev/null ||
+	die "the fleet's new servers did not become Ready"
+refilled=$(($(date +%s%3N) - alloc_ms))
+info "spec.replicas 3 -> 5 seen by kubectl ${raised} ms after the allocations were created; 2 free servers Ready again after ${refilled} ms"
+info "(each kubectl call costs some of that; BenchmarkFleetAutoscaler measures the operator's reaction from a watch)"
+kubectl get fas,flt | indent
+kubectl events --for "fleetautoscaler/$FLEET" | indent
 
 step "stopping: botswarm, linkem, then netfleet-dev (operator, pods, kube-apiserver, etcd)"
 shutdown || die "processes were left running"
