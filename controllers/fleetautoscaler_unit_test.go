@@ -12,7 +12,7 @@ import (
 
 // TestDecideBuffer checks the Buffer policy's replicas against figures worked out by hand.
 func TestDecideBuffer(t *testing.T) {
-	count := func(n int32) intstr.IntOrString { return intstr.FromInt32(n) }
+	count := intstr.FromInt32
 	pct := intstr.FromString
 	tests := []struct {
 		name      string
