@@ -76,7 +76,7 @@ func TestChartRender(t *testing.T) {
 
 	t.Run("CRDs are the generated ones", func(t *testing.T) {
 		want, err := filepath.Glob(x.path("config/crd/bases/*.yaml"))
-		if err != nil || len(want) != 3 {
+		if err != nil || len(want) != 4 {
 			t.Fatalf("generated CRDs: %v %v", want, err)
 		}
 		for _, f := range want {
