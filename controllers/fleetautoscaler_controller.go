@@ -207,8 +207,9 @@ type autoscalePass struct {
 	// retryAfter is the back-off of a failed webhook; terminal, an error no retry fixes.
 	retryAfter time.Duration
 	terminal   error
-	// scaled says the pass changed the fleet's replicas.
-	scaled bool
+	// scaled says the pass changed the fleet's replicas; warned, that it recorded a Warning event
+	// for its failure (a failed webhook call has one per call).
+	scaled, warned bool
 }
 
 func (p *autoscalePass) complete() bool { return p.able == nil && p.decision != nil }
@@ -329,7 +330,7 @@ func (r *FleetAutoscalerReconciler) decideWebhook(ctx context.Context, fas *v1al
 	}
 	resp, err := r.webhook.call(ctx, fas.Spec.Policy.Webhook, fas.Namespace, req)
 	if err != nil {
-		reason := v1alpha1.ReasonWebhookUnreachable
+		reason := v1alpha1.ReasonWebhookUnreachable // call returns *webhookError only
 		if we, ok := errors.AsType[*webhookError](err); ok {
 			reason = we.reason
 		}
@@ -338,6 +339,7 @@ func (r *FleetAutoscalerReconciler) decideWebhook(ctx context.Context, fas *v1al
 		// changes would otherwise try it again on every allocation.
 		pass.able, pass.retryAfter = c, r.failed(key, fas.Generation, *c)
 		r.recorder.Eventf(fas, fleet, corev1.EventTypeWarning, "WebhookFailed", "CallWebhook", "%s", truncate(c.Message))
+		pass.warned = true
 		return
 	}
 	r.succeeded(key)
@@ -376,7 +378,7 @@ func (r *FleetAutoscalerReconciler) scale(ctx context.Context, fas *v1alpha1.Fle
 }
 
 // recordStatus sets the autoscaler's status from the pass, and records a Warning event when the
-// pass is stopped by something new (a webhook failure has its own, per call).
+// pass is stopped by something new that it has not recorded yet.
 func (r *FleetAutoscalerReconciler) recordStatus(fas, base *v1alpha1.FleetAutoscaler, pass *autoscalePass) {
 	st := &fas.Status
 	gen := fas.Generation
@@ -404,17 +406,11 @@ func (r *FleetAutoscalerReconciler) recordStatus(fas, base *v1alpha1.FleetAutosc
 		able.Message = fmt.Sprintf("fleet %s at %d replicas: %s", fas.Spec.FleetName, pass.decision.replicas, pass.decision.why)
 	}
 	prev := meta.FindStatusCondition(base.Status.Conditions, v1alpha1.ConditionAbleToScale)
-	if able.Status == metav1.ConditionFalse && !isWebhookReason(able.Reason) && (prev == nil || prev.Reason != able.Reason) {
+	if able.Status == metav1.ConditionFalse && !pass.warned && (prev == nil || prev.Reason != able.Reason) {
 		r.recorder.Eventf(fas, nil, corev1.EventTypeWarning, able.Reason, "Scale", "%s", truncate(able.Message))
 	}
 	able.Message = truncate(able.Message)
 	meta.SetStatusCondition(&st.Conditions, able)
-}
-
-// isWebhookReason reports whether reason is that of a failed webhook call.
-func isWebhookReason(reason string) bool {
-	_, ok := webhookResults[reason]
-	return ok && reason != ""
 }
 
 // replicas is the fleet's spec.replicas as this reconciler knows it: its own last write while

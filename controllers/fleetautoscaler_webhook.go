@@ -32,6 +32,7 @@ const defaultWebhookServicePort = 8000
 // AbleToScale reason of a failed call.
 var webhookResults = map[string]string{
 	"":                                       "ok",
+	v1alpha1.ReasonInvalidPolicy:             "invalid_policy",
 	v1alpha1.ReasonWebhookTimeout:            "timeout",
 	v1alpha1.ReasonWebhookUnreachable:        "unreachable",
 	v1alpha1.ReasonWebhookHTTPError:          "http_error",
@@ -43,7 +44,7 @@ var webhookResults = map[string]string{
 var webhookDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 	Name: "netfleet_operator_fleetautoscaler_webhook_duration_seconds",
 	Help: "Duration of one call of a FleetAutoscaler's webhook, by result: ok, timeout, unreachable, " +
-		"http_error, malformed, out_of_range, invalid_ca_bundle.",
+		"http_error, malformed, out_of_range, invalid_ca_bundle, invalid_policy.",
 	Buckets: []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30},
 }, []string{"result"})
 
@@ -78,7 +79,7 @@ func newWebhookCaller() *webhookCaller {
 	return &webhookCaller{clients: map[[sha256.Size]byte]*http.Client{}}
 }
 
-// call posts req to the policy's endpoint and returns its response. A failure is a
+// call posts req to the policy's endpoint and returns its response. Every failure is a
 // *webhookError; nothing about the fleet is changed by a call.
 func (w *webhookCaller) call(ctx context.Context, p *v1alpha1.WebhookPolicy, namespace string, req *v1alpha1.FleetAutoscaleRequest) (v1alpha1.FleetAutoscaleResponse, error) {
 	start := time.Now()
@@ -95,7 +96,7 @@ func (w *webhookCaller) do(ctx context.Context, p *v1alpha1.WebhookPolicy, names
 	var none v1alpha1.FleetAutoscaleResponse
 	url, err := webhookURL(p, namespace)
 	if err != nil {
-		return none, err
+		return none, &webhookError{reason: v1alpha1.ReasonInvalidPolicy, err: err}
 	}
 	hc, err := w.client(p.CABundle)
 	if err != nil {
@@ -103,7 +104,7 @@ func (w *webhookCaller) do(ctx context.Context, p *v1alpha1.WebhookPolicy, names
 	}
 	body, err := json.Marshal(v1alpha1.FleetAutoscaleReview{Request: req})
 	if err != nil {
-		return none, fmt.Errorf("encode FleetAutoscaleReview: %w", err)
+		return none, &webhookError{reason: v1alpha1.ReasonInvalidPolicy, err: fmt.Errorf("encode FleetAutoscaleReview: %w", err)}
 	}
 	timeout := time.Duration(p.TimeoutSeconds) * time.Second
 	if timeout <= 0 {

@@ -195,8 +195,9 @@ func TestFleetAutoscalerWebhook(t *testing.T) {
 				t.Errorf("observedGeneration %d set by a failed pass", got.Status.ObservedGeneration)
 			}
 			if fc.path != "" {
-				// Four calls: three gaps from one call's end to the next call, each about twice the
-				// last (±10% jitter each).
+				// Four calls: three gaps from one call's end to the next, each at least its back-off
+				// (base doubled per failure, less 10% jitter; the passes themselves only add to
+				// it), and growing.
 				waitFor(t, fleetWait, "four calls", func() (bool, error) {
 					n := len(hook.callsTo(fc.path))
 					return n >= 4, fmt.Errorf("%d calls", n)
@@ -206,8 +207,13 @@ func TestFleetAutoscalerWebhook(t *testing.T) {
 				for i := 1; i < 4; i++ {
 					gaps = append(gaps, calls[i].at.Sub(calls[i-1].end))
 				}
-				if gaps[0] < testWebhookRetryBase*9/10 || gaps[1] < gaps[0]*3/2 || gaps[2] < gaps[1]*3/2 {
-					t.Errorf("gaps between calls %v: want a back-off from %s, doubling", gaps, testWebhookRetryBase)
+				for i, g := range gaps {
+					if least := testWebhookRetryBase << i * 9 / 10; g < least {
+						t.Errorf("gap %d between calls %s, want at least %s (all gaps %v)", i+1, g, least, gaps)
+					}
+				}
+				if gaps[2] < 2*gaps[0] {
+					t.Errorf("gaps between calls %v: the back-off does not grow", gaps)
 				}
 			}
 			if r := getFleet(t, f); r.Spec.Replicas != 5 {
