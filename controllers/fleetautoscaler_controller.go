@@ -237,7 +237,7 @@ func (r *FleetAutoscalerReconciler) observe(ctx context.Context, fas *v1alpha1.F
 		return nil, fleetLoad{}, notAble(gen, v1alpha1.ReasonFleetHasOtherAutoscaler,
 			"FleetAutoscaler %s, older, scales fleet %s; this one does nothing while it exists", owner, fleet.Name), nil
 	}
-	load, err := r.load(ctx, fleet)
+	load, err := r.load(ctx, client.ObjectKeyFromObject(fas), fleet)
 	if err != nil {
 		return nil, fleetLoad{}, nil, err
 	}
@@ -266,13 +266,13 @@ func (r *FleetAutoscalerReconciler) fleetOwner(ctx context.Context, fas *v1alpha
 
 // load counts the fleet's servers that have not ended, from the cache, and reads the fleet's
 // replicas: the cache's, or this reconciler's last write while the cache does not show it yet.
-func (r *FleetAutoscalerReconciler) load(ctx context.Context, fleet *v1alpha1.Fleet) (fleetLoad, error) {
+func (r *FleetAutoscalerReconciler) load(ctx context.Context, key types.NamespacedName, fleet *v1alpha1.Fleet) (fleetLoad, error) {
 	var list v1alpha1.GameServerList
 	if err := r.List(ctx, &list, client.InNamespace(fleet.Namespace),
 		client.MatchingLabels{v1alpha1.LabelFleet: fleet.Name}, client.UnsafeDisableDeepCopy); err != nil {
 		return fleetLoad{}, fmt.Errorf("list gameservers of fleet %s: %w", fleet.Name, err)
 	}
-	l := fleetLoad{replicas: fleet.Spec.Replicas}
+	l := fleetLoad{replicas: r.replicas(key, fleet)}
 	for i := range list.Items {
 		gs := &list.Items[i]
 		if !live(gs) || !metav1.IsControlledBy(gs, fleet) {
@@ -324,7 +324,7 @@ func (r *FleetAutoscalerReconciler) decideWebhook(ctx context.Context, fas *v1al
 	status := fleet.Status
 	status.Replicas, status.ReadyReplicas, status.AllocatedReplicas = pass.load.current, pass.load.ready, pass.load.allocated
 	req := &v1alpha1.FleetAutoscaleRequest{
-		UID: uuid.NewUUID(), Name: fleet.Name, Namespace: fleet.Namespace, Replicas: fleet.Spec.Replicas, Status: status,
+		UID: uuid.NewUUID(), Name: fleet.Name, Namespace: fleet.Namespace, Replicas: pass.load.replicas, Status: status,
 		MetaData: &metav1.ObjectMeta{Name: fleet.Name, Namespace: fleet.Namespace, UID: fleet.UID, Generation: fleet.Generation,
 			Labels: fleet.Labels, Annotations: fleet.Annotations},
 	}
@@ -334,7 +334,7 @@ func (r *FleetAutoscalerReconciler) decideWebhook(ctx context.Context, fas *v1al
 		if we, ok := errors.AsType[*webhookError](err); ok {
 			reason = we.reason
 		}
-		c := notAble(fas.Generation, reason, "%s; the fleet is left at %d replicas", err, fleet.Spec.Replicas)
+		c := notAble(fas.Generation, reason, "%s; the fleet is left at %d replicas", err, pass.load.replicas)
 		// Every failure backs off, an invalid CA bundle too: it needs an edit, but the fleet's
 		// changes would otherwise try it again on every allocation.
 		pass.able, pass.retryAfter = c, r.failed(key, fas.Generation, *c)
@@ -343,7 +343,7 @@ func (r *FleetAutoscalerReconciler) decideWebhook(ctx context.Context, fas *v1al
 		return
 	}
 	r.succeeded(key)
-	d := scaleDecision{replicas: fleet.Spec.Replicas, wanted: fleet.Spec.Replicas, limit: v1alpha1.ReasonWithinLimits,
+	d := scaleDecision{replicas: pass.load.replicas, wanted: pass.load.replicas, limit: v1alpha1.ReasonWithinLimits,
 		why: "the webhook answered scale: false"}
 	if resp.Scale {
 		d.replicas, d.wanted, d.why = resp.Replicas, resp.Replicas, fmt.Sprintf("the webhook answered %d", resp.Replicas)
@@ -354,8 +354,7 @@ func (r *FleetAutoscalerReconciler) decideWebhook(ctx context.Context, fas *v1al
 // scale writes the decided replicas to the fleet when they differ from its own.
 func (r *FleetAutoscalerReconciler) scale(ctx context.Context, fas *v1alpha1.FleetAutoscaler, fleet *v1alpha1.Fleet, pass *autoscalePass) error {
 	key := client.ObjectKeyFromObject(fas)
-	have := r.replicas(key, fleet)
-	want := pass.decision.replicas
+	have, want := pass.load.replicas, pass.decision.replicas
 	if have == want {
 		return nil
 	}
