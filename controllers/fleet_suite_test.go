@@ -11,8 +11,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 )
 
-// The suite's operator also runs the Fleet and GameServerAllocation controllers and the allocator
-// endpoint, on a loopback port with its token Secret in allocatorTokenSecret.
+// The suite's operator also runs the Fleet, FleetAutoscaler and GameServerAllocation controllers
+// and the allocator endpoint, on a loopback port with its token Secret in allocatorTokenSecret.
 var (
 	allocator    *Allocator
 	allocatorURL string
@@ -22,6 +22,13 @@ var (
 // long enough for a test's retries, short enough to see one expire.
 const testIdempotencyTTL = 8 * time.Second
 
+// The suite's autoscaler backs off a failing webhook from 200 ms to 1.6 s, so a test sees several
+// retries in a few seconds.
+const (
+	testWebhookRetryBase = 200 * time.Millisecond
+	testWebhookRetryMax  = 1600 * time.Millisecond
+)
+
 var allocatorTokenSecret = types.NamespacedName{Namespace: "netfleet-system", Name: "netfleet-allocator-token"}
 
 // setupFleetControllers adds the Fleet and allocation controllers and the allocator endpoint to
@@ -30,6 +37,10 @@ var allocatorTokenSecret = types.NamespacedName{Namespace: "netfleet-system", Na
 func setupFleetControllers(ctx context.Context, mgr ctrl.Manager) error {
 	if err := NewFleetReconciler(mgr, FleetOptions{}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setup fleet: %w", err)
+	}
+	autoscaler := NewFleetAutoscalerReconciler(mgr, FleetAutoscalerOptions{WebhookRetryBase: testWebhookRetryBase, WebhookRetryMax: testWebhookRetryMax})
+	if err := autoscaler.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setup fleetautoscaler: %w", err)
 	}
 	var err error
 	allocator, err = NewAllocator(ctx, mgr.GetCache(), mgr.GetAPIReader(), mgr.GetClient())

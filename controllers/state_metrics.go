@@ -22,14 +22,16 @@ var gameServerStates = []v1alpha1.GameServerState{
 }
 
 // StateCollector exports what the fleet looks like now, read from the manager's cache at scrape
-// time: GameServers by namespace, fleet and state, and each Fleet's desired replicas next to the
-// replicas that run its desired config. Reading at scrape time keeps the reconcilers free of
+// time: GameServers by namespace, fleet and state, each Fleet's desired replicas next to the
+// replicas that run its desired config, and each FleetAutoscaler's current and desired replicas. Reading at scrape time keeps the reconcilers free of
 // metric bookkeeping, and a deleted Fleet's series go with it.
 type StateCollector struct {
 	reader      client.Reader
 	gameServers *prometheus.Desc
 	desired     *prometheus.Desc
 	applied     *prometheus.Desc
+	fasCurrent  *prometheus.Desc
+	fasDesired  *prometheus.Desc
 }
 
 // NewStateCollector returns a collector that lists GameServers and Fleets from reader, normally
@@ -46,6 +48,12 @@ func NewStateCollector(reader client.Reader) *StateCollector {
 		applied: prometheus.NewDesc("netfleet_operator_fleet_config_applied_replicas",
 			"A Fleet's GameServers that run the Fleet's desired netcode config (status.configAppliedReplicas).",
 			[]string{"namespace", "fleet"}, nil),
+		fasCurrent: prometheus.NewDesc("netfleet_operator_fleetautoscaler_current_replicas",
+			"A FleetAutoscaler's fleet's servers that have not ended, as the autoscaler last saw them (status.currentReplicas).",
+			[]string{"namespace", "fleet", "fleetautoscaler"}, nil),
+		fasDesired: prometheus.NewDesc("netfleet_operator_fleetautoscaler_desired_replicas",
+			"The replicas a FleetAutoscaler last decided for its fleet (status.desiredReplicas).",
+			[]string{"namespace", "fleet", "fleetautoscaler"}, nil),
 	}
 }
 
@@ -54,6 +62,8 @@ func (c *StateCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.gameServers
 	ch <- c.desired
 	ch <- c.applied
+	ch <- c.fasCurrent
+	ch <- c.fasDesired
 }
 
 // Collect implements prometheus.Collector. A failed cache read (e.g. before the cache has synced)
@@ -92,11 +102,22 @@ func (c *StateCollector) Collect(ch chan<- prometheus.Metric) {
 	var fleets v1alpha1.FleetList
 	if err := c.reader.List(ctx, &fleets, client.UnsafeDisableDeepCopy); err != nil {
 		log.V(1).Info("Fleets not exported", "error", err.Error())
+	} else {
+		for i := range fleets.Items {
+			f := &fleets.Items[i]
+			ch <- prometheus.MustNewConstMetric(c.desired, prometheus.GaugeValue, float64(f.Spec.Replicas), f.Namespace, f.Name)
+			ch <- prometheus.MustNewConstMetric(c.applied, prometheus.GaugeValue, float64(f.Status.ConfigAppliedReplicas), f.Namespace, f.Name)
+		}
+	}
+
+	var autoscalers v1alpha1.FleetAutoscalerList
+	if err := c.reader.List(ctx, &autoscalers, client.UnsafeDisableDeepCopy); err != nil {
+		log.V(1).Info("FleetAutoscalers not exported", "error", err.Error())
 		return
 	}
-	for i := range fleets.Items {
-		f := &fleets.Items[i]
-		ch <- prometheus.MustNewConstMetric(c.desired, prometheus.GaugeValue, float64(f.Spec.Replicas), f.Namespace, f.Name)
-		ch <- prometheus.MustNewConstMetric(c.applied, prometheus.GaugeValue, float64(f.Status.ConfigAppliedReplicas), f.Namespace, f.Name)
+	for i := range autoscalers.Items {
+		a := &autoscalers.Items[i]
+		ch <- prometheus.MustNewConstMetric(c.fasCurrent, prometheus.GaugeValue, float64(a.Status.CurrentReplicas), a.Namespace, a.Spec.FleetName, a.Name)
+		ch <- prometheus.MustNewConstMetric(c.fasDesired, prometheus.GaugeValue, float64(a.Status.DesiredReplicas), a.Namespace, a.Spec.FleetName, a.Name)
 	}
 }

@@ -13,8 +13,8 @@ import (
 )
 
 // TestStateCollector: GameServers are counted by namespace, fleet and state with every state
-// present, a GameServer without a state counts as Creating, and every Fleet exports its desired
-// and config-applied replicas.
+// present, a GameServer without a state counts as Creating, every Fleet exports its desired
+// and config-applied replicas, and every FleetAutoscaler its current and desired replicas.
 func TestStateCollector(t *testing.T) {
 	gs := func(ns, name, fleet string, state v1alpha1.GameServerState) client.Object {
 		o := &v1alpha1.GameServer{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
@@ -30,6 +30,12 @@ func TestStateCollector(t *testing.T) {
 		f.Status.ConfigAppliedReplicas = applied
 		return f
 	}
+	autoscaler := func(ns, name, fleet string, current, desired int32) client.Object {
+		a := &v1alpha1.FleetAutoscaler{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+		a.Spec.FleetName = fleet
+		a.Status.CurrentReplicas, a.Status.DesiredReplicas = current, desired
+		return a
+	}
 	tests := []struct {
 		name    string
 		objects []client.Object
@@ -44,6 +50,7 @@ func TestStateCollector(t *testing.T) {
 				gs("games", "arena-b", "arena", v1alpha1.GameServerStateAllocated),
 				gs("games", "arena-c", "arena", ""),
 				gs("games", "solo", "", v1alpha1.GameServerStateError),
+				autoscaler("games", "arena-buffer", "arena", 3, 4),
 			},
 			want: `
 # HELP netfleet_operator_fleet_config_applied_replicas A Fleet's GameServers that run the Fleet's desired netcode config (status.configAppliedReplicas).
@@ -52,6 +59,12 @@ netfleet_operator_fleet_config_applied_replicas{fleet="arena",namespace="games"}
 # HELP netfleet_operator_fleet_desired_replicas A Fleet's desired replicas (spec.replicas).
 # TYPE netfleet_operator_fleet_desired_replicas gauge
 netfleet_operator_fleet_desired_replicas{fleet="arena",namespace="games"} 3
+# HELP netfleet_operator_fleetautoscaler_current_replicas A FleetAutoscaler's fleet's servers that have not ended, as the autoscaler last saw them (status.currentReplicas).
+# TYPE netfleet_operator_fleetautoscaler_current_replicas gauge
+netfleet_operator_fleetautoscaler_current_replicas{fleet="arena",fleetautoscaler="arena-buffer",namespace="games"} 3
+# HELP netfleet_operator_fleetautoscaler_desired_replicas The replicas a FleetAutoscaler last decided for its fleet (status.desiredReplicas).
+# TYPE netfleet_operator_fleetautoscaler_desired_replicas gauge
+netfleet_operator_fleetautoscaler_desired_replicas{fleet="arena",fleetautoscaler="arena-buffer",namespace="games"} 4
 # HELP netfleet_operator_gameservers GameServers by namespace, fleet (empty for a GameServer outside a Fleet) and state.
 # TYPE netfleet_operator_gameservers gauge
 netfleet_operator_gameservers{fleet="",namespace="games",state="Allocated"} 0

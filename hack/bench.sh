@@ -11,6 +11,7 @@ go test -run '^$' -bench . -benchmem -count "${BENCH_COUNT:-5}" -timeout 60m ./.
 log "congestion-sim: the lossy targets over 2000 simulated peers -> $OUT/congestion-sim.json"
 go run ./hack/congestion-sim --runs 2000 --out "$OUT"
 # Benchmarks that write a table's JSON under $OUT include the operator's: config propagation
-# (operator-config-propagation.json), allocation from a 500-server fleet (fleet-allocation.json)
-# and a fleet netcode edit reaching 200 servers (fleet-netcode.json).
+# (operator-config-propagation.json), allocation from a 500-server fleet (fleet-allocation.json),
+# a fleet netcode edit reaching 200 servers (fleet-netcode.json) and the autoscaler's reaction
+# to bursts of allocations at 200 servers, against a 30 s periodic policy (fleet-autoscaler.json).
 log "done; results in $OUT: $(cd "$OUT" && ls -m -- *.json 2>/dev/null)"

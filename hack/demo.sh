@@ -5,7 +5,8 @@
 # servers and an allocation, runs bots against the servers — a third of them through linkem with
 # loss and delay — and halfway through changes the fleet's netcode with `kubectl patch`, showing
 # every server pick it up with no restart. It ends with the per-peer view, the config generations,
-# a PNG of every client's send rate and snapshot age, and checks that nothing it started is left
+# a PNG of every client's send rate and snapshot age, and a FleetAutoscaler refilling the fleet's
+# buffer of free servers after two more allocations, and checks that nothing it started is left
 # running. Everything it writes is under _out/demo/.
 #
 # Needs `make deps tools test-assets` (make demo runs them). DEMO_DURATION (seconds of bot
@@ -46,7 +47,7 @@ die() {
 # Each command the demo starts runs in a session of its own (setsid), and nothing below it starts
 # another, so a session's members are exactly what that command left running; a process id that
 # an unrelated process reuses is never taken for one of ours.
-DEV_PID="" BOTS_PID="" LINK_PIDS=() SESSIONS=()
+DEV_PID="" BOTS_PID="" LINK_PIDS=() WATCH_PIDS=() SESSIONS=()
 declare -A SEEN=()
 stopped=""
 
@@ -95,6 +96,13 @@ stop_pid() {
 	wait "$pid" 2>/dev/null || true
 }
 
+# stop_group pid: SIGTERM to the process group of a command started with setsid (a pipeline),
+# then waits for its leader.
+stop_group() {
+	kill -TERM -- "-$1" 2>/dev/null || true
+	wait "$1" 2>/dev/null || true
+}
+
 # shutdown stops everything in reverse order of start and fails if any process is left.
 shutdown() {
 	[ -z "$stopped" ] || return 0
@@ -102,6 +110,7 @@ shutdown() {
 	local pid leftover
 	[ -z "$BOTS_PID" ] || stop_pid "$BOTS_PID" 10
 	for pid in "${LINK_PIDS[@]}"; do stop_pid "$pid" 5; done
+	for pid in "${WATCH_PIDS[@]}"; do stop_group "$pid"; done
 	if [ -n "$DEV_PID" ]; then
 		track
 		# netfleet-dev stops the operator, then the Pods, then kube-apiserver and etcd.
@@ -351,6 +360,68 @@ kubectl get flt | indent
 step "report"
 bin/demo-report --swarm "$OUT/swarm.json" --change-at "$change_ms" --change "$PATCH_TEXT" --out "$OUT/demo.png" | indent
 info "plot of every client's send rate and snapshot age: $OUT/demo.png"
+
+# --- autoscaling ---------------------------------------------------------------------------------
+# The sample FleetAutoscaler keeps 2 servers of the fleet free (3 to 10 in all); with match-1
+# running, the fleet's 3 servers are what it wants. Two more matches eat the buffer, and the
+# autoscaler raises the fleet's replicas as the allocations happen, not at a 30 s poll.
+step "kubectl apply -f config/samples/netfleet_v1alpha1_fleetautoscaler.yaml   (keep 2 servers of $FLEET free, 3 to 10 in all)"
+kubectl apply -f config/samples/netfleet_v1alpha1_fleetautoscaler.yaml | indent
+kubectl wait "fas/$FLEET" --for=condition=AbleToScale --timeout=30s >/dev/null ||
+	die "the autoscaler cannot scale the fleet: $(kubectl get fas "$FLEET" -o jsonpath='{.status.conditions}')"
+kubectl get fas | indent
+
+# stamped_watch file args...: runs `kubectl get -w args...` in a session of its own, each line it
+# prints written to file after the time it was read, in Unix microseconds.
+stamped_watch() {
+	local out=$1
+	shift
+	setsid bash -c 'kubectl get -w "$@" | while IFS= read -r line; do printf "%s %s\n" "${EPOCHREALTIME/[.,]/}" "$line"; done' \
+		stamped-watch "$@" >"$out" 2>&1 &
+	WATCH_PIDS+=($!)
+	started "$!"
+}
+
+step "two more matches (match-2, match-3) take the free servers; the autoscaler refills the buffer"
+# Two watches, as `kubectl get -w` shows them, time the reaction: the servers' states, and the
+# fleet's spec.replicas.
+free_before=$(kubectl get gs -l "netfleet.io/fleet=$FLEET" -o jsonpath='{range .items[*]}{.metadata.name}{"\n"}{end}')
+stamped_watch "$OUT/autoscale-servers.log" gs -l "netfleet.io/fleet=$FLEET" -o jsonpath='{.metadata.name} {.status.state}{"\n"}'
+stamped_watch "$OUT/autoscale-replicas.log" "flt/$FLEET" -o jsonpath='{.spec.replicas}{"\n"}'
+for ((i = 0; i < 50; i++)); do
+	[ -s "$OUT/autoscale-servers.log" ] && [ -s "$OUT/autoscale-replicas.log" ] && break
+	sleep 0.1
+done
+for m in match-2 match-3; do
+	printf 'apiVersion: netfleet.io/v1alpha1\nkind: GameServerAllocation\nmetadata: {name: %s}\nspec: {fleet: %s}\n' "$m" "$FLEET"
+	echo ---
+done | kubectl create -f - | indent
+kubectl wait gsa/match-2 gsa/match-3 --for=jsonpath='{.status.state}'=Allocated --timeout=30s >/dev/null ||
+	die "match-2 and match-3 were not both Allocated"
+kubectl wait "flt/$FLEET" --for=jsonpath='{.spec.replicas}'=5 --timeout=30s >/dev/null ||
+	die "the autoscaler did not raise the fleet to 5 replicas"
+kubectl wait "flt/$FLEET" --for=jsonpath='{.status.readyReplicas}'=2 --timeout=60s >/dev/null ||
+	die "the fleet's new servers did not become Ready"
+for pid in "${WATCH_PIDS[@]}"; do stop_group "$pid"; done
+WATCH_PIDS=()
+# From the watches: when each of the two matches' servers showed Allocated, when spec.replicas
+# reached 4 and 5 after them, and when the second new server showed Ready.
+matches=$(kubectl get gsa match-2 match-3 -o jsonpath='{range .items[*]}{.status.gameServerName}{"\n"}{end}')
+awk -v matches="$matches" -v old="$free_before" '
+	BEGIN { split(matches, m, "\n"); for (i in m) if (m[i] != "") want[m[i]] = 1; split(old, o, "\n"); for (i in o) if (o[i] != "") before[o[i]] = 1 }
+	FILENAME ~ /servers/ && $3 == "Allocated" && want[$2] && !(($2) in at) { at[$2] = $1; alloc[++n] = $1 }
+	FILENAME ~ /servers/ && $3 == "Ready" && !before[$2] && !(($2) in ready) { ready[$2] = $1; fresh[++f] = $1 }
+	FILENAME ~ /replicas/ { for (r = 4; r <= $2 && r <= 5; r++) if (!(r in raised)) raised[r] = $1 }
+	END {
+		if (n < 2 || !(4 in raised) || !(5 in raised) || f < 2) { print "the watches missed part of it"; exit 1 }
+		# Sorted, the first Allocated needs 4 replicas, the second 5.
+		if (alloc[2] < alloc[1]) { t = alloc[1]; alloc[1] = alloc[2]; alloc[2] = t }
+		if (fresh[2] < fresh[1]) { t = fresh[1]; fresh[1] = fresh[2]; fresh[2] = t }
+		printf "allocation 1 -> spec.replicas 4: %.0f ms; allocation 2 -> spec.replicas 5: %.0f ms (from each server showing Allocated to the raise, both seen by watches)\n", (raised[4] - alloc[1]) / 1000, (raised[5] - alloc[2]) / 1000
+		printf "allocation 2 -> both new servers Ready: %.0f ms\n", (fresh[2] - alloc[2]) / 1000
+	}' "$OUT/autoscale-servers.log" "$OUT/autoscale-replicas.log" | indent || die "could not time the autoscaler from the watches"
+kubectl get fas,flt | indent
+kubectl events --for "fleetautoscaler/$FLEET" | indent
 
 step "stopping: botswarm, linkem, then netfleet-dev (operator, pods, kube-apiserver, etcd)"
 shutdown || die "processes were left running"

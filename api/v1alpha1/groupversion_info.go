@@ -1,6 +1,7 @@
 // Package v1alpha1 holds netfleet's custom resources in the API group netfleet.io: GameServer
 // (one dedicated game-server process in its own Pod, with live netcode config), Fleet (a number
-// of GameServers from one template) and GameServerAllocation (a request for one Ready server).
+// of GameServers from one template), GameServerAllocation (a request for one Ready server) and
+// FleetAutoscaler (sets a Fleet's replicas from a buffer policy or a webhook).
 // Their netcode settings embed netcode.NetcodeConfig, so the CRD's schema and the game server's
 // validation come from one definition.
 //

@@ -1,6 +1,6 @@
 // Command operator runs netfleet's controllers: it keeps every GameServer's Pod and pushes each
-// server's netcode config into the running process, keeps every Fleet's GameServers, serves
-// GameServerAllocation resources, and answers allocations synchronously on its allocator
+// server's netcode config into the running process, keeps every Fleet's GameServers, sets the
+// replicas of autoscaled Fleets, serves GameServerAllocation resources, and answers allocations synchronously on its allocator
 // endpoint. It builds with CGO_ENABLED=0 and imports nothing from gameserver/.
 package main
 
@@ -38,6 +38,7 @@ func run() error {
 		leaderElect                                        bool
 		opts                                               controllers.GameServerOptions
 		fleetOpts                                          controllers.FleetOptions
+		autoscalerOpts                                     controllers.FleetAutoscalerOptions
 		allocOpts                                          controllers.AllocatorServerOptions
 		allocSecret                                        string
 		allocConcurrency                                   int
@@ -52,6 +53,9 @@ func run() error {
 	flag.DurationVar(&opts.VerifyInterval, "verify-interval", 10*time.Second, "how often a running server's config is checked")
 	flag.DurationVar(&opts.PushTimeout, "push-timeout", 5*time.Second, "bound of one call to a game server's admin API")
 	flag.IntVar(&fleetOpts.MaxConcurrentReconciles, "max-concurrent-fleet-reconciles", 4, "Fleets reconciled at once")
+	flag.IntVar(&autoscalerOpts.MaxConcurrentReconciles, "max-concurrent-autoscaler-reconciles", 4, "FleetAutoscalers reconciled at once")
+	flag.DurationVar(&autoscalerOpts.WebhookRetryMax, "autoscaler-webhook-retry-max", time.Minute,
+		"longest back-off between calls of a FleetAutoscaler webhook that keeps failing (the first retry waits 1s, doubling)")
 	flag.IntVar(&allocConcurrency, "max-concurrent-allocations", 16, "GameServerAllocation resources served at once")
 	flag.StringVar(&allocOpts.Addr, "allocator-bind-address", ":8090", "address of the allocator endpoint (POST "+controllers.AllocatePath+"); 0 disables it")
 	flag.StringVar(&allocSecret, "allocator-token-secret", "netfleet-system/netfleet-allocator-token",
@@ -108,6 +112,9 @@ func run() error {
 	}
 	if err := controllers.NewFleetReconciler(mgr, fleetOpts).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up fleet controller: %w", err)
+	}
+	if err := controllers.NewFleetAutoscalerReconciler(mgr, autoscalerOpts).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("set up fleetautoscaler controller: %w", err)
 	}
 	// One allocator serves both the resource and the endpoint, so their requests share claims.
 	alloc, err := controllers.NewAllocator(ctx, mgr.GetCache(), mgr.GetAPIReader(), mgr.GetClient())

@@ -67,7 +67,7 @@ const (
 	selServer = `namespace=~"$namespace", fleet=~"$fleet", gameserver=~"$gameserver"`
 	selOne    = `namespace=~"$namespace", gameserver="$gameserver"`
 	// selControllers keeps controller-runtime's series to netfleet's controllers.
-	selControllers = `controller=~"gameserver|fleet|gameserverallocation"`
+	selControllers = `controller=~"gameserver|fleet|gameserverallocation|fleetautoscaler"`
 )
 
 // newBoard is a dashboard with netfleet's common settings and the datasource variable.
@@ -157,7 +157,7 @@ func quantile(q float64, metric, sel string) string {
 
 func fleetOverview() *boardBuilder {
 	return newBoard("netfleet-fleet-overview", "netfleet / Fleet overview",
-		"Game servers by state, config rollout, connected peers and the fleet-wide distribution of each peer's send rate, loss and RTT.").
+		"Game servers by state, config rollout, autoscaling, connected peers and the fleet-wide distribution of each peer's send rate, loss and RTT.").
 		WithVariable(namespaceVar()).
 		WithVariable(fleetVar()).
 		WithVariable(gameServerVar(true)).
@@ -170,6 +170,8 @@ func fleetOverview() *boardBuilder {
 			q(`sum by (namespace, fleet) (netfleet_operator_fleet_config_applied_replicas{`+selFleet+`})`, "{{fleet}} applied"))).
 		WithPanel(stacked("Connected peers", "Peers connected to each game server.", "short", 8,
 			q(`sum by (gameserver) (netfleet_gameserver_connected_peers{`+selServer+`})`, "{{gameserver}}"))).
+		WithRow(dashboard.NewRowBuilder("Autoscaling")).
+		WithPanel(autoscaledReplicas(24)).
 		WithRow(dashboard.NewRowBuilder("Peers, fleet-wide (distribution over peer-seconds)")).
 		WithPanel(panel("Peer send rate",
 			"Every connected peer's snapshot send rate, observed once per second: the share of peer-seconds at or below each line. Low is bad.", "hertz", 8,
@@ -256,7 +258,7 @@ func gameServerDrillDown() *boardBuilder {
 
 func operatorBoard() *boardBuilder {
 	return newBoard("netfleet-operator", "netfleet / Operator",
-		"The operator's config pushes (latency, errors, propagation), its reconcilers and the fleets it keeps.").
+		"The operator's config pushes (latency, errors, propagation), its reconcilers, the fleets it keeps and their autoscaling.").
 		WithVariable(namespaceVar()).
 		WithVariable(fleetVar()).
 		WithRow(dashboard.NewRowBuilder("Live config")).
@@ -274,11 +276,27 @@ func operatorBoard() *boardBuilder {
 		WithPanel(stacked("Reconciles by result", "Reconciles per second by controller and result.", "ops", 8,
 			q(`sum by (controller, result) (rate(controller_runtime_reconcile_total{`+selControllers+`}[$__rate_interval]))`, "{{controller}} {{result}}"))).
 		WithPanel(panel("Work queue depth", "Objects waiting to be reconciled.", "short", 8,
-			q(`sum by (name) (workqueue_depth{name=~"gameserver|fleet|gameserverallocation"})`, "{{name}}"))).
+			q(`sum by (name) (workqueue_depth{name=~"gameserver|fleet|gameserverallocation|fleetautoscaler"})`, "{{name}}"))).
 		WithRow(dashboard.NewRowBuilder("Fleets")).
 		WithPanel(stacked("Game servers by state", "GameServers by status.state.", "short", 12,
 			q(`sum by (state) (netfleet_operator_gameservers{`+selFleet+`})`, "{{state}}"))).
 		WithPanel(panel("Config applied vs desired", "Per Fleet: desired replicas and the GameServers that run the desired config.", "short", 12,
 			q(`sum by (namespace, fleet) (netfleet_operator_fleet_desired_replicas{`+selFleet+`})`, "{{fleet}} desired"),
-			q(`sum by (namespace, fleet) (netfleet_operator_fleet_config_applied_replicas{`+selFleet+`})`, "{{fleet}} applied")))
+			q(`sum by (namespace, fleet) (netfleet_operator_fleet_config_applied_replicas{`+selFleet+`})`, "{{fleet}} applied"))).
+		WithRow(dashboard.NewRowBuilder("Autoscaling")).
+		WithPanel(autoscaledReplicas(12)).
+		WithPanel(stacked("Autoscaler webhook calls", "Calls of FleetAutoscaler webhooks per second, by result: ok, or why the fleet was left alone.", "ops", 12,
+			q(`sum by (result) (rate(netfleet_operator_fleetautoscaler_webhook_duration_seconds_count[$__rate_interval]))`, "{{result}}")))
+}
+
+// autoscaledReplicas is the panel of autoscaled fleets: the replicas their autoscalers decided,
+// the servers they have, and the Allocated ones among them (the buffer is the gap between the
+// last two).
+func autoscaledReplicas(width uint32) *timeseries.PanelBuilder {
+	return panel("Autoscaled replicas: desired, current, allocated",
+		"Per autoscaled Fleet: the replicas its FleetAutoscaler decided, the servers it has that have not ended, and the Allocated ones; the free servers are current minus allocated.",
+		"short", width,
+		q(`sum by (namespace, fleet) (netfleet_operator_fleetautoscaler_desired_replicas{`+selFleet+`})`, "{{fleet}} desired"),
+		q(`sum by (namespace, fleet) (netfleet_operator_fleetautoscaler_current_replicas{`+selFleet+`})`, "{{fleet}} current"),
+		q(`sum by (namespace, fleet) (netfleet_operator_gameservers{`+selFleet+`, state="Allocated"}) and on (namespace, fleet) netfleet_operator_fleetautoscaler_desired_replicas`, "{{fleet}} allocated"))
 }

@@ -27,6 +27,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -57,10 +58,10 @@ const (
 // Prometheus (1 s scrape interval) that scrapes a real operator (the controllers on an envtest
 // API server, served from controller-runtime's registry as the operator binary serves it) and
 // two real game-server processes of a Fleet (cmd/gameserver run as Pods by the local pod
-// runner), one of them under load from real ENet bots. Targets carry the namespace, pod,
-// gameserver and fleet labels a Kubernetes scrape config derives from the Pod. The dashboard
-// variables are substituted as Grafana would; every query must return at least one sample that
-// is a number. It also runs promtool check metrics on a real scrape of the operator and of a
+// runner), one of them under load from real ENet bots, the Fleet kept at two by a
+// FleetAutoscaler. Targets carry the namespace, pod, gameserver and fleet labels a Kubernetes
+// scrape config derives from the Pod. The dashboard variables are substituted as Grafana would;
+// every query must return at least one sample that is a number. It also runs promtool check metrics on a real scrape of the operator and of a
 // game server, and checks that each variable query lists the test's objects.
 func TestPanelQueriesReturnData(t *testing.T) {
 	promBin, promtool := lookPath(t, "prometheus"), lookPath(t, "promtool")
@@ -101,6 +102,9 @@ func TestPanelQueriesReturnData(t *testing.T) {
 	if err := k8s.Create(ctx, fleet); err != nil {
 		t.Fatal(err)
 	}
+	if err := k8s.Create(ctx, newAutoscaler(ns)); err != nil {
+		t.Fatal(err)
+	}
 	servers := waitServers(ctx, t, k8s, ns, 2)
 	loaded := servers[0]
 	for _, s := range servers {
@@ -116,6 +120,7 @@ func TestPanelQueriesReturnData(t *testing.T) {
 	prom.waitFor(t, "three scrapes with peers",
 		fmt.Sprintf(`count_over_time(netfleet_gameserver_peer_send_rate_hertz{gameserver=%q}[1m]) >= 3`, loaded.name))
 	prom.waitFor(t, "the operator's series", `netfleet_operator_fleet_desired_replicas`)
+	prom.waitFor(t, "the autoscaler's decision", `netfleet_operator_fleetautoscaler_desired_replicas == 2`)
 	editNetcode(ctx, t, k8s, fleet)
 	prom.waitFor(t, "config pushes observed", `sum(increase(netfleet_operator_config_push_duration_seconds_count[`+rateInterval+`])) > 0`)
 	prom.waitFor(t, "config propagation observed", `sum(increase(netfleet_operator_config_propagation_seconds_count[`+rateInterval+`])) > 0`)
@@ -283,6 +288,9 @@ func startOperator(ctx context.Context, t *testing.T, cfg *rest.Config, scheme *
 	if err := controllers.NewFleetReconciler(mgr, controllers.FleetOptions{}).SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}
+	if err := controllers.NewFleetAutoscalerReconciler(mgr, controllers.FleetAutoscalerOptions{}).SetupWithManager(mgr); err != nil {
+		t.Fatal(err)
+	}
 	state := controllers.NewStateCollector(mgr.GetClient())
 	if err := ctrlmetrics.Registry.Register(state); err != nil {
 		t.Fatal(err)
@@ -356,6 +364,19 @@ func newFleet(ns string, adminPort int32) *v1alpha1.Fleet {
 					Image: "netfleet/gameserver:test",
 					Args:  []string{"--world-population=200", "--world-half-extent=400", "--max-peers=32"},
 				}}}},
+			}},
+		},
+	}
+}
+
+// newAutoscaler keeps the Fleet at its two servers: a buffer of 2 within [2, 2].
+func newAutoscaler(ns string) *v1alpha1.FleetAutoscaler {
+	return &v1alpha1.FleetAutoscaler{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: testFleet},
+		Spec: v1alpha1.FleetAutoscalerSpec{
+			FleetName: testFleet,
+			Policy: v1alpha1.FleetAutoscalerPolicy{Type: v1alpha1.FleetAutoscalerPolicyBuffer, Buffer: &v1alpha1.BufferPolicy{
+				BufferSize: intstr.FromInt32(2), MinReplicas: 2, MaxReplicas: 2,
 			}},
 		},
 	}

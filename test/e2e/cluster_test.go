@@ -40,9 +40,9 @@ func waitFor(t *testing.T, what string, limit time.Duration, cond func() (bool, 
 	}
 }
 
-// newNamespace creates a namespace for one test. At cleanup the test's Fleets and GameServers
-// are deleted and the test waits until their Pods' processes are gone, so the next test starts
-// on a quiet machine.
+// newNamespace creates a namespace for one test. At cleanup the test's FleetAutoscalers, Fleets
+// and GameServers are deleted and the test waits until their Pods' processes are gone, so the next
+// test starts on a quiet machine.
 func newNamespace(t *testing.T, prefix string) string {
 	t.Helper()
 	ns := fmt.Sprintf("%s-%d", prefix, rand.IntN(1e6))
@@ -51,7 +51,7 @@ func newNamespace(t *testing.T, prefix string) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		for _, obj := range []client.Object{&v1alpha1.Fleet{}, &v1alpha1.GameServer{}} {
+		for _, obj := range []client.Object{&v1alpha1.FleetAutoscaler{}, &v1alpha1.Fleet{}, &v1alpha1.GameServer{}} {
 			if err := env.k8s.DeleteAllOf(ctx, obj, client.InNamespace(ns)); err != nil {
 				t.Errorf("clean up %s: %v", ns, err)
 			}

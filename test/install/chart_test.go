@@ -76,7 +76,7 @@ func TestChartRender(t *testing.T) {
 
 	t.Run("CRDs are the generated ones", func(t *testing.T) {
 		want, err := filepath.Glob(x.path("config/crd/bases/*.yaml"))
-		if err != nil || len(want) != 3 {
+		if err != nil || len(want) != 4 {
 			t.Fatalf("generated CRDs: %v %v", want, err)
 		}
 		for _, f := range want {
@@ -292,7 +292,7 @@ func TestChartInstall(t *testing.T) {
 		namespace string
 		names     []string
 	}{
-		{crdGVK, "", []string{"gameservers.netfleet.io", "fleets.netfleet.io", "gameserverallocations.netfleet.io"}},
+		{crdGVK, "", []string{"gameservers.netfleet.io", "fleets.netfleet.io", "gameserverallocations.netfleet.io", "fleetautoscalers.netfleet.io"}},
 		{gvk("apps", "v1", "Deployment"), releaseNS, []string{"netfleet-operator"}},
 		{gvk("", "v1", "ServiceAccount"), releaseNS, []string{"netfleet-operator"}},
 		{gvk("rbac.authorization.k8s.io", "v1", "ClusterRole"), "", []string{"netfleet-operator"}},
@@ -314,7 +314,7 @@ func TestChartInstall(t *testing.T) {
 			}
 		}
 	}
-	for _, name := range []string{"gameservers.netfleet.io", "fleets.netfleet.io", "gameserverallocations.netfleet.io"} {
+	for _, name := range []string{"gameservers.netfleet.io", "fleets.netfleet.io", "gameserverallocations.netfleet.io", "fleetautoscalers.netfleet.io"} {
 		if !established(t, c, name) {
 			t.Errorf("CRD %s is not Established", name)
 		}
