@@ -176,8 +176,8 @@ type Store struct {
 	bumps     []Bump
 	committed int // bumps of the committed tick
 	grid      grid
-	reach float64
-	log   spawnLog
+	reach     float64
+	log       spawnLog
 }
 
 // NewStore returns an empty store at tick 1.
