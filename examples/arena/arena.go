@@ -119,6 +119,7 @@ type Game struct {
 	play  []*player // the players in the arena, in join order
 	slots map[int]*player
 	shots []shot // the projectiles in flight
+	fired uint64
 	hits  uint64
 }
 
@@ -176,6 +177,9 @@ func (g *Game) Players() int { return len(g.play) }
 
 // Projectiles is the number of projectiles in flight.
 func (g *Game) Projectiles() int { return len(g.shots) }
+
+// Fired is the number of projectiles fired so far.
+func (g *Game) Fired() uint64 { return g.fired }
 
 // Hits is the number of hits scored so far.
 func (g *Game) Hits() uint64 { return g.hits }
@@ -256,28 +260,29 @@ func (g *Game) Input(p game.Player, in game.Input) {
 	}
 }
 
-// Step moves the players and the projectiles, fires the shots asked for, and scores hits.
+// Step moves the projectiles in flight and scores their hits, then moves the players and fires
+// the shots asked for: a projectile is first seen where it was fired from.
 func (g *Game) Step(t *game.Tick) {
 	dt := t.Dt
-	for _, pl := range g.play {
-		pl.cooldown = max(0, pl.cooldown-dt)
-		if pl.walking && g.walk(pl, dt) {
-			_ = g.st.Set(pl.id, pl.x)
-		}
-		if pl.fire {
-			pl.fire = false
-			g.shoot(pl)
-		}
-	}
 	for i := 0; i < len(g.shots); {
 		if g.fly(&g.shots[i], dt) {
-			_ = g.st.Set(g.shots[i].id, g.shots[i].x)
+			_ = g.st.Set(g.shots[i].id, &g.shots[i].x)
 			i++
 			continue
 		}
 		_ = g.st.Despawn(g.shots[i].id)
 		g.shots[i] = g.shots[len(g.shots)-1]
 		g.shots = g.shots[:len(g.shots)-1]
+	}
+	for _, pl := range g.play {
+		pl.cooldown = max(0, pl.cooldown-dt)
+		if pl.walking && g.walk(pl, dt) {
+			_ = g.st.Set(pl.id, &pl.x)
+		}
+		if pl.fire {
+			pl.fire = false
+			g.shoot(pl)
+		}
 	}
 }
 
@@ -318,6 +323,7 @@ func (g *Game) shoot(pl *player) {
 		return
 	}
 	pl.cooldown = g.cfg.FireCooldownSec
+	g.fired++
 	g.shots = append(g.shots, shot{id: id, owner: pl, x: x, life: g.cfg.ProjectileLifeSec})
 }
 

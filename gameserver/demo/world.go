@@ -169,7 +169,7 @@ func (w *World) Simulate(dt float32) {
 		}
 		if w.move(s, dt) {
 			// Every transform the world writes is finite, so Set cannot fail.
-			_ = w.store.Set(id, w.xf[s])
+			_ = w.store.Set(id, &w.xf[s])
 		}
 	}
 	for _, s := range w.kill {
@@ -305,7 +305,7 @@ func (w *World) spawn(k entity.Kind, p [3]float32) (entity.ID, bool) {
 		}
 	}
 	w.pickTarget(s)
-	_ = w.store.Set(id, w.xf[s])
+	_ = w.store.Set(id, &w.xf[s])
 	return id, true
 }
 
@@ -351,7 +351,7 @@ func (w *World) SetTarget(id entity.ID, x, y float32) bool {
 	w.rest[s] = 0
 	w.steered[s] = true
 	w.aim(s, [3]float32{clamp(x, -h, h), clamp(y, -h, h), w.xf[s].Pos[2]})
-	_ = w.store.Set(id, w.xf[s])
+	_ = w.store.Set(id, &w.xf[s])
 	return true
 }
 

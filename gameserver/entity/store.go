@@ -40,17 +40,12 @@ type Transform struct {
 	Rot uint32
 }
 
-// finite reports whether every coordinate is a finite number.
+// finite reports whether every coordinate is a finite number: x-x is 0 for a finite x and NaN
+// for an infinity or a NaN, and a sum with a NaN in it is NaN, so one comparison judges all six.
 func (t *Transform) finite() bool {
-	for i := range 3 {
-		if !finite(t.Pos[i]) || !finite(t.Vel[i]) {
-			return false
-		}
-	}
-	return true
+	p, v := &t.Pos, &t.Vel
+	return (p[0]-p[0])+(p[1]-p[1])+(p[2]-p[2])+(v[0]-v[0])+(v[1]-v[1])+(v[2]-v[2]) == 0
 }
-
-func finite(v float32) bool { return v-v == 0 }
 
 // Quantize returns the state clients are sent for t.
 func (t *Transform) Quantize() protocol.State {
@@ -163,9 +158,9 @@ type Store struct {
 	xf     []Transform      // as the game wrote it
 	states []protocol.State // quantized at the last Commit (at spawn for a spawn since)
 	hist   []protocol.State // HistoryTicks rows of Capacity states, row = tick % HistoryTicks
-	// dirty lists the slots Set since the last Commit; marked has their bits.
-	dirty  []uint16
-	marked []uint8
+	// dirty marks the slots Set since the last Commit: a byte per slot, so that Set is small
+	// enough to inline into the game's loop, and Commit reads them in one pass.
+	dirty []bool
 
 	free     []uint16 // FIFO of free slots, so a slot is reused as late as possible
 	freeHead int
@@ -195,8 +190,7 @@ func NewStore(cfg Config) (*Store, error) {
 		xf:      make([]Transform, n),
 		states:  make([]protocol.State, n),
 		hist:    make([]protocol.State, cfg.HistoryTicks*n),
-		dirty:   make([]uint16, 0, n),
-		marked:  make([]uint8, (n+7)/8),
+		dirty:   make([]bool, n),
 		free:    make([]uint16, n),
 		freeLen: n,
 		bumps:   make([]Bump, 0, 64),
@@ -273,21 +267,19 @@ func (s *Store) Despawn(id ID) error {
 	return nil
 }
 
-// Set writes the entity's transform; Commit quantizes it, and if its quantized state changed,
-// clients are sent the change. It refuses a transform that is not finite, keeping the last one.
-func (s *Store) Set(id ID, t Transform) error {
+// Set writes the entity's transform, a copy of *t; Commit quantizes it, and if its quantized
+// state changed, clients are sent the change. It refuses a transform that is not finite, keeping
+// the last one. It takes a pointer because a game calls it for every entity that moves, every
+// tick: a Transform holds arrays, which Go passes on the stack.
+func (s *Store) Set(id ID, t *Transform) error {
 	if !s.Valid(id) {
 		return ErrNoEntity
 	}
 	if !t.finite() {
 		return ErrNotFinite
 	}
-	slot := id.Slot()
-	s.xf[slot] = t
-	if bit := uint8(1) << (slot & 7); s.marked[slot>>3]&bit == 0 {
-		s.marked[slot>>3] |= bit
-		s.dirty = append(s.dirty, slot)
-	}
+	s.xf[id.Slot()] = *t
+	s.dirty[id.Slot()] = true
 	return nil
 }
 
@@ -341,8 +333,11 @@ const reachSlack = 1e-3
 // calls it after the game steps; a game never does.
 func (s *Store) Commit() {
 	var far2 float32
-	for _, slot := range s.dirty {
-		s.marked[slot>>3] = 0
+	for slot, d := range s.dirty {
+		if !d {
+			continue
+		}
+		s.dirty[slot] = false
 		m := &s.meta[slot]
 		if !m.Alive {
 			continue
@@ -356,7 +351,6 @@ func (s *Store) Commit() {
 			m.Changed = s.tick
 		}
 	}
-	s.dirty = s.dirty[:0]
 	if far2 > 0 {
 		s.reach += math.Sqrt(float64(far2))*(1+1e-6) + reachSlack
 	}

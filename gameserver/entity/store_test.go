@@ -75,7 +75,7 @@ func TestSpawnSetDespawn(t *testing.T) {
 
 	s.Advance()
 	// A move below the quantum changes nothing on the wire.
-	if err := s.Set(a, at(10+0.001, 20)); err != nil {
+	if err := s.Set(a, new(at(10+0.001, 20))); err != nil {
 		t.Fatal(err)
 	}
 	s.Commit()
@@ -83,7 +83,7 @@ func TestSpawnSetDespawn(t *testing.T) {
 		t.Fatalf("sub-quantum move: meta %+v", m)
 	}
 	s.Advance()
-	if err := s.Set(a, Transform{Pos: [3]float32{30, 20, 5}, Vel: [3]float32{1, 0, 0}, Rot: protocol.YawRotation(1)}); err != nil {
+	if err := s.Set(a, &Transform{Pos: [3]float32{30, 20, 5}, Vel: [3]float32{1, 0, 0}, Rot: protocol.YawRotation(1)}); err != nil {
 		t.Fatal(err)
 	}
 	if s.States()[a.Slot()].Pos[0] == protocol.QuantizePos(30) {
@@ -107,7 +107,7 @@ func TestSpawnSetDespawn(t *testing.T) {
 	if err := s.Despawn(a); err != nil {
 		t.Fatal(err)
 	}
-	if s.Valid(a) || s.Despawn(a) == nil || s.Set(a, at(1, 1)) == nil || s.Bump(a, 1) == nil {
+	if s.Valid(a) || s.Despawn(a) == nil || s.Set(a, new(at(1, 1))) == nil || s.Bump(a, 1) == nil {
 		t.Fatal("a despawned entity is still writable")
 	}
 	if m := s.Metas()[a.Slot()]; m.Alive || m.Changed != s.Tick() {
@@ -132,12 +132,12 @@ func TestBadInputRefused(t *testing.T) {
 		if _, err := s.Spawn(1, bad); !errors.Is(err, ErrNotFinite) {
 			t.Errorf("Spawn(%v): %v", bad, err)
 		}
-		if err := s.Set(a, bad); !errors.Is(err, ErrNotFinite) {
+		if err := s.Set(a, &bad); !errors.Is(err, ErrNotFinite) {
 			t.Errorf("Set(%v): %v", bad, err)
 		}
 	}
 	for _, id := range []ID{None, MakeID(a.Slot(), a.Gen()+1), MakeID(60000, 1)} {
-		if s.Valid(id) || !errors.Is(s.Set(id, at(0, 0)), ErrNoEntity) || !errors.Is(s.Despawn(id), ErrNoEntity) ||
+		if s.Valid(id) || !errors.Is(s.Set(id, new(at(0, 0))), ErrNoEntity) || !errors.Is(s.Despawn(id), ErrNoEntity) ||
 			!errors.Is(s.Bump(id, 1), ErrNoEntity) {
 			t.Errorf("id %v accepted", id)
 		}
@@ -184,7 +184,7 @@ func TestStateAt(t *testing.T) {
 	var past []protocol.State
 	for i := range 20 {
 		s.Advance()
-		_ = s.Set(a, at(float32(i), 0))
+		_ = s.Set(a, new(at(float32(i), 0)))
 		s.Commit()
 		past = append(past, s.States()[a.Slot()])
 	}
@@ -258,7 +258,7 @@ func (m *mover) step(t testing.TB, dt float32) {
 			x.Pos[0] += m.vel[i][0] * dt
 			x.Pos[1] += m.vel[i][1] * dt
 		}
-		if err := m.s.Set(id, x); err != nil {
+		if err := m.s.Set(id, &x); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -320,16 +320,16 @@ func TestReachIsTight(t *testing.T) {
 	s.Commit()
 	r0 := s.Reach()
 	s.Advance()
-	_ = s.Set(a, at(3, 4))    // 5 m
-	_ = s.Set(b, at(101, 0))  // 1 m
-	_ = s.Set(b, at(100, 12)) // written twice: 12 m from where it was
+	_ = s.Set(a, new(at(3, 4)))    // 5 m
+	_ = s.Set(b, new(at(101, 0)))  // 1 m
+	_ = s.Set(b, new(at(100, 12))) // written twice: 12 m from where it was
 	s.Commit()
 	if d := s.Reach() - r0; d < 12 || d > 12.01 {
 		t.Fatalf("Reach grew by %v, want 12", d)
 	}
 	r1 := s.Reach()
 	s.Advance()
-	_ = s.Set(a, at(3, 4)) // where it is
+	_ = s.Set(a, new(at(3, 4))) // where it is
 	s.Commit()
 	if s.Reach() != r1 {
 		t.Fatalf("a tick without motion grew Reach by %v", s.Reach()-r1)
@@ -529,7 +529,7 @@ func TestTickAllocatesNothing(t *testing.T) {
 		for _, id := range m.ids {
 			x, _ := s.Get(id)
 			x.Pos[0] += 0.1
-			_ = s.Set(id, x)
+			_ = s.Set(id, &x)
 			_ = s.Bump(id, 1)
 		}
 		s.Commit()
@@ -554,7 +554,7 @@ func BenchmarkCommit(b *testing.B) {
 		for _, id := range ids {
 			x, _ := s.Get(id)
 			x.Pos[0] += 0.05
-			_ = s.Set(id, x)
+			_ = s.Set(id, &x)
 		}
 		s.Commit()
 	}

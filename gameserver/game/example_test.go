@@ -42,7 +42,7 @@ func (g *drift) Input(p game.Player, in game.Input) {
 	x, _ := g.st.Get(g.balls[p.Slot])
 	x.Vel[0] = math.Float32frombits(binary.LittleEndian.Uint32(in.Payload))
 	x.Vel[1] = math.Float32frombits(binary.LittleEndian.Uint32(in.Payload[4:]))
-	_ = g.st.Set(g.balls[p.Slot], x) // a NaN or an infinity is refused, and the ball keeps its velocity
+	_ = g.st.Set(g.balls[p.Slot], &x) // a NaN or an infinity is refused, and the ball keeps its velocity
 }
 
 func (g *drift) Step(t *game.Tick) {
@@ -50,7 +50,7 @@ func (g *drift) Step(t *game.Tick) {
 		x, _ := t.Store.Get(id)
 		x.Pos[0] += x.Vel[0] * t.Dt
 		x.Pos[1] += x.Vel[1] * t.Dt
-		_ = t.Store.Set(id, x)
+		_ = t.Store.Set(id, &x)
 	}
 }
 

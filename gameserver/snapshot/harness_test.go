@@ -94,7 +94,7 @@ func (h *harness) spawn(k entity.Kind, x, y float32) entity.ID {
 // place moves an entity to (x, y).
 func (h *harness) place(id entity.ID, x, y float32) {
 	h.t.Helper()
-	if err := h.st.Set(id, at(x, y)); err != nil {
+	if err := h.st.Set(id, new(at(x, y))); err != nil {
 		h.t.Fatal(err)
 	}
 }
