@@ -11,7 +11,7 @@ const (
 	KindRandom       = "random loss"
 	KindBursty       = "bursty loss"
 	KindCapped       = "capped"
-	KindLossyCapped  = "lossy+capped"
+	KindLossyCapped  = "lossy-capped"
 	KindPolicer      = "policer"
 	KindLightPolicer = "light policer"
 	KindDrop         = "capacity drop"
