@@ -312,9 +312,9 @@ func verdicts(e *congestionlab.Result, te, td congestionlab.Targets) []verdict {
 	})
 	if te.Policed.Clients > 0 {
 		out = append(out, verdict{
-			Target: fmt.Sprintf("policed: backs off within %d s (sent at most %.0f%% of what the policer passes, in a second)",
+			Target: fmt.Sprintf("policed: backs off within %d s (sent at most %.0f%% of what the policer passes, on average from then on)",
 				congestionlab.PolicedBackoffSec, 100*congestionlab.PolicedMaxShare),
-			Measured: fmt.Sprintf("in second %v after the impairment started, per client (disabled: %v, -1 never); sent %.2f of the policer's rate after %d s (disabled: %.2f)",
+			Measured: fmt.Sprintf("from %v s after the impairment started, per client (disabled: %v, -1 never); sent %.2f of the policer's rate after %d s (disabled: %.2f)",
 				te.Policed.BackoffSec, td.Policed.BackoffSec, te.Policed.SentShare, congestionlab.SettleSec, td.Policed.SentShare),
 			Met: te.Policed.BackoffOK,
 		})

@@ -105,9 +105,10 @@ type QueueFigures struct {
 // policer passes, and how much of it they were sent after.
 type PolicedFigures struct {
 	Clients int `json:"clients"`
-	// BackoffSec is, per client, the first second after the impairment started in which the
-	// bytes the server sent it (at linkem) were at most PolicedMaxShare of its policer's rate;
-	// -1 if none was. BackoffOK reports that each is at most PolicedBackoffSec.
+	// BackoffSec is, per client, how many seconds after the impairment started the bytes the
+	// server sent it (at linkem) were, on average from then to the end of the impairment, at
+	// most PolicedMaxShare of its policer's rate; -1 if never. BackoffOK reports that each is
+	// at most PolicedBackoffSec.
 	BackoffSec []int `json:"backoffSec"`
 	BackoffOK  bool  `json:"backoffOK"`
 	// SentShare is, per client, the bytes it was sent per second from SettleSec into the
@@ -221,13 +222,16 @@ func (r *Result) policed() PolicedFigures {
 	for _, c := range clients {
 		limit := float64(r.Limit[c.ID])
 		backoff := -1
-		var sent, in, dropped float64
-		for s := r.ImpairFrom; s < r.ImpairTo; s++ {
+		var sent, in, dropped, rest float64
+		secs := 0
+		for s := r.ImpairTo - 1; s >= r.ImpairFrom; s-- {
 			lc, ok := r.LinkSecond(c.ID, s)
 			if !ok {
 				continue
 			}
-			if backoff < 0 && float64(lc.BytesIn) <= PolicedMaxShare*limit {
+			rest += float64(lc.BytesIn)
+			secs++
+			if rest <= PolicedMaxShare*limit*float64(secs) {
 				backoff = s - r.ImpairFrom
 			}
 			if s >= r.ImpairFrom+SettleSec {
