@@ -259,7 +259,8 @@ func (e *LossEstimator) Update(nowMs int64, rttMs uint32) float64 {
 		tail := e.head - uint16(e.count)
 		next := e.ring[(tail+1)&lossRingMask]
 		age := int64(int32(now - next.sentMs))
-		if age <= horizon || age <= horizon+AckStallMs && !(e.haveTop && int16(e.top-tail) > 0) {
+		laterAcked := e.haveTop && int16(e.top-tail) > 0
+		if age <= horizon || !laterAcked && age <= horizon+AckStallMs {
 			break // sends are in time order: nothing later is due either
 		}
 		switch s := &e.ring[tail&lossRingMask]; s.state {

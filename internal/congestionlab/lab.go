@@ -328,8 +328,8 @@ func (l *lab) timeline(ctx context.Context, res *Result) error {
 		if l.classOf[id] != ClassDrop {
 			continue
 		}
-		cap := linkem.Profile{Down: linkem.Impairment{RateBytesPerSec: res.Limit[id], QueueMs: l.o.QueueMs}}
-		if err := l.proxy.SetProfile(linkem.AddrSelector(addr), cap); err != nil {
+		capped := linkem.Profile{Down: linkem.Impairment{RateBytesPerSec: res.Limit[id], QueueMs: l.o.QueueMs}}
+		if err := l.proxy.SetProfile(linkem.AddrSelector(addr), capped); err != nil {
 			return fmt.Errorf("congestionlab: drop %v: %w", addr, err)
 		}
 	}
