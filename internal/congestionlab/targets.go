@@ -13,8 +13,9 @@ const (
 	// bursty) applies per second over the impairment without the controller that it must
 	// apply with it: random loss is not congestion, and backing off for it costs updates.
 	RandomMinUpdatesShare = 0.85
-	// QueueMaxMs is the most a queueing class's (capped, lossy-capped, drop) queueing delay p95
-	// may exceed its base with the controller; CappedMinQueueMsOff the least the capped class's
+	// QueueMaxMs is the most a queueing class's queueing delay p95 may exceed its base with the
+	// controller: the capped class's over the impairment, the lossy-capped and drop classes'
+	// from SettleSec after their cap began. CappedMinQueueMsOff is the least the capped class's
 	// must reach without it (so the scenario really congests the link).
 	QueueMaxMs          = 60
 	CappedMinQueueMsOff = 150
