@@ -222,11 +222,6 @@ func (c *Controller) Signals() Signals {
 	return c.signals
 }
 
-// RandomLoss reports whether the peer's loss was last found not to depend on its send rate: a
-// loss test sent it less and the loss went on. While the loss goes on the peer is not backed off
-// for it (unless it comes with a queue or rises over the ceiling). False while disabled.
-func (c *Controller) RandomLoss() bool { return c.p.Enabled && c.l.state == lossRandom }
-
 // SendIntervalTicks is the rate lever: the peer is sent one snapshot every this many ticks,
 // clamp(ceil(1/throttle), 1, MaxIntervalTicks), and under a ceiling at least
 // ceilingIntervalTicks (a frame of MinFrameBytes takes that long at the ceiling). The throttle is

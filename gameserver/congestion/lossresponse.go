@@ -184,8 +184,9 @@ func (l *lossResponse) evaluate(p *Params, c *Controller, loss float64, queue bo
 // startTest starts a loss test at nowMs: the peer is held to LossTestGain of the rate the path
 // delivered its bytes at lately, or of its ceiling if it has one, and the packets sent from now
 // on are counted. On a path that drops what exceeds a rate, the delivery rate is that rate, so
-// the test sends under it. A test waits until the loss window holds lossTestMinRuns runs of
-// losses to compare with, and a peer with nothing delivered lately is not tested.
+// the test sends under it. A test waits until the last second's window (LossRecentMs) holds
+// lossTestMinRuns runs of losses to compare with, and a peer with nothing delivered lately is not
+// tested.
 func (l *lossResponse) startTest(c *Controller, nowMs uint32) {
 	r := c.bottleneckCeiling()
 	if r <= 0 {

@@ -27,7 +27,7 @@ const PathChangeEvals = 3
 // change raised (ENet moves its RTT an eighth of the way to each ping's, four times a second).
 const enetCatchUpMs = 5000
 
-// The loss response's constants (see the package doc, "Random loss and congestion").
+// The loss response's constants (see the package doc, "The loss test").
 const (
 	// LossWindowMs is the time constant of the loss window: the judged packets' counts decay
 	// by exp(-age/LossWindowMs), so the window holds about the last two seconds of judgments.
@@ -60,10 +60,10 @@ const (
 	ceilingZ         = 1.5
 	// A loss test compares the runs of losses among its packets (lost packets judged one after
 	// the other count as one run: a link that loses in bursts loses a burst's packets together)
-	// with those of the loss window before it. lossTestMinRuns is how many runs the window must
-	// hold before a test starts; the test finds that sending less lowered the loss when it saw
-	// at most lossTestMaxRuns runs, and random loss would have put so few among its packets
-	// with a probability under lossTestAlpha.
+	// with those of the last second's loss window before it (LossRecentMs). lossTestMinRuns is
+	// how many runs that window must hold before a test starts; the test finds that sending less
+	// lowered the loss when it saw at most lossTestMaxRuns runs, and random loss would have put
+	// so few among its packets with a probability under lossTestAlpha.
 	lossTestMinRuns = 4
 	lossTestMaxRuns = 1
 	lossTestAlpha   = 0.01
