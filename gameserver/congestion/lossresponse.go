@@ -2,8 +2,8 @@ package congestion
 
 import "math"
 
-// lossState is what the controller knows of a peer's loss (see the package doc, "Random loss
-// and congestion").
+// lossState is what the controller knows of a peer's loss (see the package doc, "The loss
+// test").
 type lossState uint8
 
 const (
