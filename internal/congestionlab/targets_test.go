@@ -84,10 +84,10 @@ func TestMeasure(t *testing.T) {
 		}},
 		Server: []ServerSample{{T: 5, Ticks: 41, MaxLateMs: 300}},
 	}
-	// The policed client is sent 2000, then 1500, then 1000 B a second from second 4 on (from
-	// second 6, on average at most 1.1 times its policer's 1000 B/s); the policer drops 10 of
+	// The policed client is sent 2500, then 1800, then 1000 B a second from second 4 on (from
+	// second 6, on average at most 1.25 times its policer's 1000 B/s); the policer drops 10 of
 	// its 60 packets a second.
-	for s, sent := range []uint64{1000, 1000, 1000, 1000, 2000, 1500, 1000, 1000} {
+	for s, sent := range []uint64{1000, 1000, 1000, 1000, 2500, 1800, 1000, 1000} {
 		var prev LinkCounts
 		if s > 0 {
 			prev = r.Link[s-1].Clients[0]
