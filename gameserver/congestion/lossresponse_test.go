@@ -77,20 +77,20 @@ func TestLossTestVerdicts(t *testing.T) {
 		r := start(t)
 		from := r.tick
 		r.run(120, every(10, 0))
-		if !(r.c.l.state == lossRandom) || r.c.ByteRateCeiling() != 0 || r.c.Throttle() != 1 || r.c.Congested() {
+		if r.c.l.state != lossRandom || r.c.ByteRateCeiling() != 0 || r.c.Throttle() != 1 || r.c.Congested() {
 			t.Fatalf("random %v ceiling %v throttle %v congested %v, want random loss, no ceiling, full rate",
-				(r.c.l.state == lossRandom), r.c.ByteRateCeiling(), r.c.Throttle(), r.c.Congested())
+				r.c.l.state == lossRandom, r.c.ByteRateCeiling(), r.c.Throttle(), r.c.Congested())
 		}
 		// Random loss is not tested again while it goes on, until LossRetestMs has passed.
 		retest := from + int(r.c.Params().LossRetestTicks)
 		for r.tick+60 < retest {
 			r.run(60, every(10, 0))
-			if !(r.c.l.state == lossRandom) || r.c.Throttle() != 1 {
-				t.Fatalf("%d ticks into random loss: random %v throttle %v", r.tick-from, (r.c.l.state == lossRandom), r.c.Throttle())
+			if r.c.l.state != lossRandom || r.c.Throttle() != 1 {
+				t.Fatalf("%d ticks into random loss: random %v throttle %v", r.tick-from, r.c.l.state == lossRandom, r.c.Throttle())
 			}
 		}
 		r.run(120, every(10, 0))
-		if !r.c.l.testing() && !(r.c.l.state == lossRandom) {
+		if !r.c.l.testing() && r.c.l.state != lossRandom {
 			t.Fatalf("after LossRetestMs: state %d, want a new test or its verdict", r.c.l.state)
 		}
 	})
@@ -134,14 +134,14 @@ func TestLossTestVerdicts(t *testing.T) {
 			r.c.Step(Sample{LossRatio: 0.05, RTTMs: 20, Delivered: r.d, NowMs: msAt(r.tick)})
 			r.tick++
 		}
-		if !(r.c.l.state == lossRandom) || r.c.Throttle() != 1 {
-			t.Fatalf("random %v throttle %v, want an inconclusive test to leave the peer alone", (r.c.l.state == lossRandom), r.c.Throttle())
+		if r.c.l.state != lossRandom || r.c.Throttle() != 1 {
+			t.Fatalf("random %v throttle %v, want an inconclusive test to leave the peer alone", r.c.l.state == lossRandom, r.c.Throttle())
 		}
 	})
 	t.Run("random loss that stops is forgotten", func(t *testing.T) {
 		r := start(t)
 		r.run(120, every(10, 0))
-		if !(r.c.l.state == lossRandom) {
+		if r.c.l.state != lossRandom {
 			t.Fatal("setup: not random")
 		}
 		r.run(600, never) // the window's ratio falls under LossEvidenceShare of the threshold
