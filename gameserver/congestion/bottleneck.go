@@ -108,8 +108,9 @@ func (c *Controller) trackDelivery(s Sample) {
 // intervals over the margin. If the path also delivered slower than it was sent to, since the
 // last evaluation (or the one before if that leaves too short a span; always so at an
 // evaluation), the path is the bottleneck and its delivery rate the bottleneck's rate: the
-// ceiling drops to DrainGain of it. A drain in progress is left alone: the queue it sees is the
-// one it drains.
+// ceiling drops to DrainGain of it. So it does, at an evaluation, when the queue grows at the
+// cruise and the path delivered less than the bottleneck rate: the ceiling is too high. A
+// drain in progress is left alone: the queue it sees is the one it drains.
 func (c *Controller) queueBuilding(ackMs uint32, early bool) {
 	b := &c.b
 	if b.phase == phaseDrain {
@@ -120,7 +121,17 @@ func (c *Controller) queueBuilding(ackMs uint32, early bool) {
 		from = b.marks[0]
 	}
 	rate, paced, ok := deliveryRate(from, b.now)
-	if !ok || !paced {
+	switch {
+	case !ok:
+		return
+	case paced:
+	case !early && b.phase == phaseCruise && rate < b.rate:
+		// Every ACK of two intervals over the margin, later in the second, at the cruise: the
+		// queue grows under the ceiling, so the bottleneck rate is over what the path carries
+		// by less than linkPacedRatio shows (measured over the few packets of a thin peer's
+		// interval, it may be). The path delivered the queue's bytes at what it carries, and
+		// the rate drops to that.
+	default:
 		return
 	}
 	if b.phase == phaseNone {

@@ -249,6 +249,25 @@ func TestBottleneckFoundFromIntervals(t *testing.T) {
 	}
 }
 
+func TestBottleneckOverestimateCorrected(t *testing.T) {
+	var c Controller
+	healthy := warm(t, &c)
+	const onset = testHz
+	// Cruising under a bottleneck rate a fifth over what the path carries: sent its ceiling,
+	// 1.08 times what the path delivers (under linkPacedRatio), the queue grows 6 ms an
+	// evaluation.
+	c.b.rate = 3600
+	c.b.enter(phaseCruise)
+	q := fluid{fromMs: float64(msAt(onset)), sendRate: 3600 * CruiseGain, deliverRate: 3000, base: healthy.at(msAt(onset))}
+	run(&c, onset, onset+2*testHz, func(i int) Sample { return sample(msAt(i), q.at(msAt(i))) })
+	if r := c.b.rate; r < 2900 || r > 3100 {
+		t.Errorf("bottleneck %v B/s after the queue grew at the cruise, want the path's 3000", r)
+	}
+	if c.b.phase == phaseNone {
+		t.Error("the ceiling was released")
+	}
+}
+
 // withBottleneck returns a controller cruising under a bottleneck of rate B/s, found at tick 0.
 func withBottleneck(rate float64) Controller {
 	var c Controller

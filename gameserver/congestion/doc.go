@@ -131,11 +131,14 @@
 //   - Drain. The ceiling — the peer's byte rate at most — drops to DrainGain of the bottleneck
 //     rate until an interval's ACKs come back within the margin, or at most twice the time the
 //     queue the ACKs showed takes to drain at that gain.
-//   - Cruise. The ceiling is CruiseGain of the bottleneck rate. An interval with no queue and no
-//     frame the ceiling cut (the peer wanted no more) releases it — unless the peer is sent
-//     less often for its demand (below): a frame that waited two ticks wants about what one
-//     that waited one did, so the ceiling's larger frame carrying all of it says nothing of
-//     what the peer wants every tick. Only a probe tells.
+//   - Cruise. The ceiling is CruiseGain of the bottleneck rate. A queue growing at the cruise
+//     (found at an evaluation, as above) shows the bottleneck rate too high, by less than the
+//     link-paced test tells over a thin peer's few packets an interval: the bottleneck rate
+//     becomes what the path delivered over the interval, and the drain starts again. An
+//     interval with no queue and no frame the ceiling cut (the peer wanted no more) releases
+//     it — unless the peer is sent less often for its demand (below): a frame that waited two
+//     ticks wants about what one that waited one did, so the ceiling's larger frame carrying
+//     all of it says nothing of what the peer wants every tick. Only a probe tells.
 //   - Probe. After ProbeIntervalEvals cruising evaluations with no queue the ceiling rises to
 //     ProbeGain for long enough to send three frames, sent as often as the probe's ceiling
 //     affords MinFrameBytes frames (every tick on all but thin paths) so that they ask for what
