@@ -98,6 +98,15 @@ var invalidGameServers = []struct {
 	{name: "negative budget floor", field: "spec.netcode.congestion.budgetFloorBytes", edit: func(gs *v1alpha1.GameServer) {
 		gs.Spec.Netcode.Congestion.BudgetFloorBytes = i32p(-1)
 	}},
+	{name: "loss ceiling below the loss threshold", field: "spec.netcode.congestion.lossCeilingPermille", edit: func(gs *v1alpha1.GameServer) {
+		gs.Spec.Netcode.Congestion.LossThresholdPermille, gs.Spec.Netcode.Congestion.LossCeilingPermille = 100, 50
+	}},
+	{name: "loss threshold above the default loss ceiling", field: "spec.netcode.congestion.lossCeilingPermille", edit: func(gs *v1alpha1.GameServer) {
+		gs.Spec.Netcode.Congestion.LossThresholdPermille = 200
+	}},
+	{name: "loss test rate too low", field: "spec.netcode.congestion.lossTestRatePermille", edit: func(gs *v1alpha1.GameServer) {
+		gs.Spec.Netcode.Congestion.LossTestRatePermille = 400
+	}},
 }
 
 // TestCRDRefusesInvalid creates each invalid manifest on the real API server: each is refused as

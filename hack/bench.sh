@@ -8,7 +8,7 @@ log() { printf '[bench] %s\n' "$*"; }
 
 log "Go benchmarks -> $OUT/go-bench.txt"
 go test -run '^$' -bench . -benchmem -count "${BENCH_COUNT:-5}" -timeout 60m ./... | tee "$OUT/go-bench.txt"
-log "congestion-sim: the lossy targets over 2000 simulated peers -> $OUT/congestion-sim.json"
+log "congestion-sim: random loss told from congestion over 2000 simulated links -> $OUT/congestion-sim.json"
 go run ./hack/congestion-sim --runs 2000 --out "$OUT"
 # Benchmarks that write a table's JSON under $OUT include the operator's: config propagation
 # (operator-config-propagation.json), allocation from a 500-server fleet (fleet-allocation.json),

@@ -13,6 +13,9 @@ const (
 	DefaultCongestionIncreaseStepPermille   = 50
 	DefaultCongestionDecreaseFactorPermille = 700
 	DefaultCongestionEvalIntervalTicks      = 6
+	DefaultCongestionLossCeilingPermille    = 150
+	DefaultCongestionLossTestRatePermille   = 800
+	DefaultCongestionLossRetestMs           = 20000
 
 	DefaultBudgetSessionBytesPerSecond = 163840
 	DefaultBudgetSnapshotBytesPerTick  = 2400
@@ -57,6 +60,7 @@ const (
 // The CEL rules read an absent field as its default, as Default does.
 //
 // +kubebuilder:validation:XValidation:rule="!has(self.congestion) || !has(self.congestion.minSendHz) || self.congestion.minSendHz <= (has(self.tickRateHz) ? self.tickRateHz : 60)",message="congestion.minSendHz must not exceed tickRateHz",fieldPath=".congestion.minSendHz"
+// +kubebuilder:validation:XValidation:rule="(has(self.congestion) && has(self.congestion.lossCeilingPermille) ? self.congestion.lossCeilingPermille : 150) >= (has(self.congestion) && has(self.congestion.lossThresholdPermille) ? self.congestion.lossThresholdPermille : 20)",message="congestion.lossCeilingPermille must not be below lossThresholdPermille",fieldPath=".congestion.lossCeilingPermille"
 // +kubebuilder:validation:XValidation:rule="(has(self.backpressure) && has(self.backpressure.frameBytes) ? self.backpressure.frameBytes : 262144) >= (has(self.budget) && has(self.budget.maxPacketBytes) ? self.budget.maxPacketBytes : 1200)",message="backpressure.frameBytes must hold at least one packet of budget.maxPacketBytes",fieldPath=".backpressure.frameBytes"
 // +kubebuilder:validation:XValidation:rule="!has(self.budget) || !has(self.budget.sessionBytesPerSecond) || self.budget.sessionBytesPerSecond == 0 || self.budget.sessionBytesPerSecond >= (has(self.budget.maxPacketBytes) ? self.budget.maxPacketBytes : 1200)",message="budget.sessionBytesPerSecond must be 0 (unlimited) or at least budget.maxPacketBytes, or a full packet could never be sent",fieldPath=".budget.sessionBytesPerSecond"
 // +kubebuilder:validation:XValidation:rule="(has(self.memory) && has(self.memory.framePoolBudgetBytes) ? self.memory.framePoolBudgetBytes : 268435456) >= 2 * (has(self.backpressure) && has(self.backpressure.frameBytes) ? self.backpressure.frameBytes : 262144)",message="memory.framePoolBudgetBytes must hold one session's two frame slots (2 * backpressure.frameBytes)",fieldPath=".memory.framePoolBudgetBytes"
@@ -100,6 +104,11 @@ type NetcodeConfig struct {
 // the peer's send rate and its per-tick snapshot budget. Where a peer's acknowledgements show a
 // queue building at a bottleneck, the controller also holds the peer's bytes under the
 // bottleneck's measured rate (the peer's ceiling in the admin API and the peer metrics).
+//
+// Loss backs a peer off only when it is congestion: when it comes with a queue (the round trip
+// over its baseline, or a path that delivers slower than it is sent to), when sending the peer
+// less lowered it (the controller tests this by holding the peer under a ceiling for a moment),
+// or when it is over LossCeilingPermille. Random loss, such as a radio link's, does not.
 type CongestionConfig struct {
 	// Enabled is the master switch. false pins every peer to the full tick rate and the full
 	// budget, byte for byte what a server without the controller sends. Default true.
@@ -115,7 +124,9 @@ type CongestionConfig struct {
 	MinSendHz int32 `json:"minSendHz,omitempty"`
 
 	// LossThresholdPermille is the application-level snapshot loss, in per mille, above which a
-	// peer counts as congested. Default 20 (2%), range [1, 1000].
+	// peer's loss counts: as congestion if it comes with a queue or falls when the peer is sent
+	// less, and else as random loss, which does not back the peer off. Default 20 (2%), range
+	// [1, 1000].
 	// +optional
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=1000
@@ -130,8 +141,9 @@ type CongestionConfig struct {
 	BudgetFloorBytes *int32 `json:"budgetFloorBytes,omitempty"`
 
 	// DelayMarginMs is how far, in milliseconds, a peer's RTT may rise over its running-minimum
-	// baseline before the peer counts as congested. The baseline follows a longer path at 10 ms
-	// per second, once the rise has lasted 5 s with no snapshot loss. Default 40, range
+	// baseline before the peer counts as delayed. A rise that holds level for three evaluations
+	// while the peer is sent less is a longer path, and the baseline steps up to it; a rise that
+	// falls or grows is a queue, and the peer is backed off while it lasts. Default 40, range
 	// [1, 10000].
 	// +optional
 	// +kubebuilder:validation:Minimum=1
@@ -166,6 +178,31 @@ type CongestionConfig struct {
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=600
 	EvalIntervalTicks int32 `json:"evalIntervalTicks,omitempty"`
+
+	// LossCeilingPermille is the snapshot loss, in per mille over about the last two seconds, above
+	// which a peer is backed off whatever the loss's cause. Default 150 (15%), range [1, 1000],
+	// at least lossThresholdPermille.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000
+	LossCeilingPermille int32 `json:"lossCeilingPermille,omitempty"`
+
+	// LossTestRatePermille is the share, in per mille, of its recent send rate that a peer is
+	// held to while the controller tests whether its loss falls when it is sent less (for about
+	// a second, when loss over lossThresholdPermille comes with no queue). Default 800, range
+	// [500, 950].
+	// +optional
+	// +kubebuilder:validation:Minimum=500
+	// +kubebuilder:validation:Maximum=950
+	LossTestRatePermille int32 `json:"lossTestRatePermille,omitempty"`
+
+	// LossRetestMs is how long, in milliseconds, loss found not to fall when the peer is sent
+	// less is taken as random before it is tested again, while it goes on. Default 20000,
+	// range [1000, 600000].
+	// +optional
+	// +kubebuilder:validation:Minimum=1000
+	// +kubebuilder:validation:Maximum=600000
+	LossRetestMs int32 `json:"lossRetestMs,omitempty"`
 }
 
 // BudgetConfig configures how many bytes each session may be sent.

@@ -45,6 +45,9 @@ func (c NetcodeConfig) Default() NetcodeConfig {
 	def32(&cg.IncreaseStepPermille, DefaultCongestionIncreaseStepPermille)
 	def32(&cg.DecreaseFactorPermille, DefaultCongestionDecreaseFactorPermille)
 	def32(&cg.EvalIntervalTicks, DefaultCongestionEvalIntervalTicks)
+	def32(&cg.LossCeilingPermille, DefaultCongestionLossCeilingPermille)
+	def32(&cg.LossTestRatePermille, DefaultCongestionLossTestRatePermille)
+	def32(&cg.LossRetestMs, DefaultCongestionLossRetestMs)
 
 	b := &d.Budget
 	defPtr(&b.SessionBytesPerSecond, DefaultBudgetSessionBytesPerSecond)
@@ -134,6 +137,8 @@ func (c NetcodeConfig) Validate() error {
 	// The rules between fields, as the CRD's CEL rules state them.
 	cg, b, bp, in, m := d.Congestion, d.Budget, d.Backpressure, d.Ingress, d.Memory
 	rule(cg.MinSendHz <= d.TickRateHz, "congestion.minSendHz", "congestion.minSendHz must not exceed tickRateHz")
+	rule(cg.LossCeilingPermille >= cg.LossThresholdPermille, "congestion.lossCeilingPermille",
+		"congestion.lossCeilingPermille must not be below lossThresholdPermille")
 	rule(*b.SnapshotBytesPerTick == 0 || *b.SnapshotBytesPerTick >= MinSnapshotBytesPerTick, "budget.snapshotBytesPerTick",
 		"budget.snapshotBytesPerTick must be 0 (unlimited) or at least 64, one header and one record")
 	rule(*b.SessionBytesPerSecond == 0 || *b.SessionBytesPerSecond >= b.MaxPacketBytes, "budget.sessionBytesPerSecond",

@@ -28,6 +28,8 @@ type bottleneck struct {
 	marks [2]Delivery
 	now   Delivery
 	bound bool
+	// pacedBefore reports that the previous interval's delivery was link paced.
+	pacedBefore bool
 
 	probe probe
 }
@@ -106,8 +108,9 @@ func (c *Controller) trackDelivery(s Sample) {
 // intervals over the margin. If the path also delivered slower than it was sent to, since the
 // last evaluation (or the one before if that leaves too short a span; always so at an
 // evaluation), the path is the bottleneck and its delivery rate the bottleneck's rate: the
-// ceiling drops to DrainGain of it. A drain in progress is left alone: the queue it sees is the
-// one it drains.
+// ceiling drops to DrainGain of it. So it does, at an evaluation, when the queue grows at the
+// cruise and the path delivered less than the bottleneck rate: the ceiling is too high. A
+// drain in progress is left alone: the queue it sees is the one it drains.
 func (c *Controller) queueBuilding(ackMs uint32, early bool) {
 	b := &c.b
 	if b.phase == phaseDrain {
@@ -118,7 +121,17 @@ func (c *Controller) queueBuilding(ackMs uint32, early bool) {
 		from = b.marks[0]
 	}
 	rate, paced, ok := deliveryRate(from, b.now)
-	if !ok || !paced {
+	switch {
+	case !ok:
+		return
+	case paced:
+	case !early && b.phase == phaseCruise && rate < b.rate:
+		// Every ACK of two intervals over the margin, later in the second, at the cruise: the
+		// queue grows under the ceiling, so the bottleneck rate is over what the path carries
+		// by less than linkPacedRatio shows (measured over the few packets of a thin peer's
+		// interval, it may be). The path delivered the queue's bytes at what it carries, and
+		// the rate drops to that.
+	default:
 		return
 	}
 	if b.phase == phaseNone {
@@ -135,7 +148,7 @@ func (c *Controller) queueBuilding(ackMs uint32, early bool) {
 	// the time the queue the ACK showed takes to drain at DrainGain (it has grown since that
 	// ACK's packet was sent). A queue the ACKs overstate — a path whose delay stepped up — must
 	// not hold the peer at DrainGain for long.
-	queueMs := float64(ackMs) - float64(c.ackBaseline.ms())
+	queueMs := float64(ackMs) - float64(c.d.ackBaseline.ms())
 	evalMs := 1000 * float64(c.p.EvalIntervalTicks) / float64(c.p.TickRateHz)
 	b.drainEvals = uint32(min(max(math.Ceil(2*queueMs/(1-DrainGain)/evalMs), 1), maxDrainEvals))
 }
@@ -237,13 +250,42 @@ func (c *Controller) judgeProbe(nowMs uint32) {
 	b.enter(phaseCruise)
 }
 
-// ByteRateCeiling is the bottleneck ceiling on the peer's byte rate, in bytes per second: the
-// bottleneck rate times the phase's gain (DrainGain, CruiseGain, ProbeGain, then 2-ProbeGain),
-// but never under one MinFrameBytes frame every MaxIntervalTicks; 0 when the peer has none.
+// pacedInterval reports whether the path delivered slower than it was sent to (deliveryRate)
+// since the last evaluation.
+func (c *Controller) pacedInterval() bool {
+	_, paced, ok := deliveryRate(c.b.marks[1], c.b.now)
+	return ok && paced
+}
+
+// deliveredRate is the rate the path delivered the peer's bytes at over the last evaluation
+// interval (the bytes delivered over the span they were sent in, at least minDeliverySpanMs);
+// 0 if too little was delivered to tell. Called once the marks are rolled at an evaluation.
+func (c *Controller) deliveredRate() float64 {
+	r, _ := sendRate(c.b.marks[0], c.b.marks[1], minDeliverySpanMs)
+	return r
+}
+
+// ByteRateCeiling is the ceiling on the peer's byte rate, in bytes per second: the lower of the
+// bottleneck ceiling — the bottleneck rate times the phase's gain (DrainGain, CruiseGain,
+// ProbeGain, then 2-ProbeGain) — and a loss test's, but never under one MinFrameBytes frame
+// every MaxIntervalTicks; 0 when the peer has neither.
 func (c *Controller) ByteRateCeiling() float64 {
 	if !c.p.Enabled {
 		return 0
 	}
+	r := c.bottleneckCeiling()
+	if c.l.testing() && (r == 0 || c.l.ceiling < r) {
+		r = c.l.ceiling
+	}
+	if r <= 0 {
+		return 0
+	}
+	least := float64(c.p.MinFrameBytes) * float64(c.p.TickRateHz) / float64(c.p.MaxIntervalTicks)
+	return max(r, least)
+}
+
+// bottleneckCeiling is the bottleneck rate times the phase's gain; 0 without a bottleneck.
+func (c *Controller) bottleneckCeiling() float64 {
 	var gain float64
 	switch c.b.phase {
 	case phaseNone:
@@ -257,8 +299,7 @@ func (c *Controller) ByteRateCeiling() float64 {
 	case phaseProbeDown:
 		gain = 2 - ProbeGain
 	}
-	least := float64(c.p.MinFrameBytes) * float64(c.p.TickRateHz) / float64(c.p.MaxIntervalTicks)
-	return max(c.b.rate*gain, least)
+	return c.b.rate * gain
 }
 
 // ceilingIntervalTicks is the send interval under the bottleneck ceiling r (ByteRateCeiling), in

@@ -249,6 +249,25 @@ func TestBottleneckFoundFromIntervals(t *testing.T) {
 	}
 }
 
+func TestBottleneckOverestimateCorrected(t *testing.T) {
+	var c Controller
+	healthy := warm(t, &c)
+	const onset = testHz
+	// Cruising under a bottleneck rate a fifth over what the path carries: sent its ceiling,
+	// 1.08 times what the path delivers (under linkPacedRatio), the queue grows 6 ms an
+	// evaluation.
+	c.b.rate = 3600
+	c.b.enter(phaseCruise)
+	q := fluid{fromMs: float64(msAt(onset)), sendRate: 3600 * CruiseGain, deliverRate: 3000, base: healthy.at(msAt(onset))}
+	run(&c, onset, onset+2*testHz, func(i int) Sample { return sample(msAt(i), q.at(msAt(i))) })
+	if r := c.b.rate; r < 2900 || r > 3100 {
+		t.Errorf("bottleneck %v B/s after the queue grew at the cruise, want the path's 3000", r)
+	}
+	if c.b.phase == phaseNone {
+		t.Error("the ceiling was released")
+	}
+}
+
 // withBottleneck returns a controller cruising under a bottleneck of rate B/s, found at tick 0.
 func withBottleneck(rate float64) Controller {
 	var c Controller
@@ -297,7 +316,7 @@ func TestDrainEnds(t *testing.T) {
 			tick++
 		}
 		// The ACK that revealed the queue, over the baseline of 20 ms, sets the drain's length.
-		queueMs := float64(c.lastAckMs - testBaseMs)
+		queueMs := float64(c.d.lastAckMs - testBaseMs)
 		want := uint32(math.Ceil(2 * queueMs / (1 - DrainGain) / 100))
 		if c.b.drainEvals != want || want < 2 {
 			t.Fatalf("drain of %d evaluations after a %v ms queue, want %d", c.b.drainEvals, queueMs, want)
@@ -320,7 +339,10 @@ func TestDrainEnds(t *testing.T) {
 
 func TestThrottleUnderCeiling(t *testing.T) {
 	delay := func(i int) Sample { return Sample{RTTMs: 20, AckRTTMs: 200, HaveAckRTT: true, NowMs: msAt(i)} }
-	lossy := func(i int) Sample { return Sample{LossRatio: 0.5, RTTMs: 20, NowMs: msAt(i)} }
+	heavy := func(i int) Sample {
+		return Sample{LossRatio: 0.5, RTTMs: 20, NowMs: msAt(i), Delivered: Delivery{Judged: 100, Lost: 50, LossRuns: 30}}
+	}
+	random := func(i int) Sample { return Sample{LossRatio: 0.05, RTTMs: 20, NowMs: msAt(i)} }
 	for _, tt := range []struct {
 		name    string
 		ceiling bool
@@ -329,7 +351,8 @@ func TestThrottleUnderCeiling(t *testing.T) {
 	}{
 		{"delay with a ceiling: the ceiling answers it", true, delay, 1},
 		{"delay without: the throttle backs off", false, delay, 0.7},
-		{"loss with a ceiling: the throttle backs off", true, lossy, 0.7},
+		{"loss over the loss ceiling with a ceiling: the throttle backs off", true, heavy, 0.7},
+		{"loss with a ceiling and no queue: the throttle holds", true, random, 1},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			var c Controller
@@ -578,11 +601,20 @@ type simLink struct {
 	cl       protocol.AckState
 	capacity float64
 	freeMs   float64 // when the bottleneck has sent what it holds
-	seq      uint16
-	last     uint64
-	bound    bool
-	toClient []simPacket
-	toServer []simPacket
+	// loss drops each packet at random with this probability (in bursts of burst packets on
+	// average, if burst > 1), using rng; policer, in bytes per second, drops what a token
+	// bucket of policerBurst bytes has no tokens for.
+	loss, burst           float64
+	rng                   testRand
+	bad                   bool
+	policer, policerBurst float64
+	tokens, policedMs     float64
+	lost                  int
+	seq                   uint16
+	last                  uint64
+	bound                 bool
+	toClient              []simPacket
+	toServer              []simPacket
 	// sojourns are the bottleneck's queueing delays (own serialization included) of the packets
 	// sent in the current window, delivered their bytes arrived at the client.
 	sojourns  []float64
@@ -648,6 +680,11 @@ func (l *simLink) tick(i int) {
 	size := min(demand, budget)
 	l.bound = ceilingBudget && demand > budget
 	l.est.OnSent(l.seq, size, nowMs)
+	if l.drop(now, size) {
+		l.lost++
+		l.seq++
+		return
+	}
 	depart := now
 	if l.capacity > 0 {
 		depart = max(now, l.freeMs) + float64(size)*1000/l.capacity
@@ -662,6 +699,33 @@ func (l *simLink) tick(i int) {
 	l.frames++
 	l.toClient = append(l.toClient, simPacket{atMs: depart + simOneWayMs, seq: l.seq})
 	l.seq++
+}
+
+// drop reports whether the random loss or the policer drops a packet of size bytes sent at
+// nowMs.
+func (l *simLink) drop(nowMs float64, size int) bool {
+	u := l.rng.float()
+	lost := u < l.loss
+	if l.burst > 1 { // a two-state Gilbert model whose bad state loses everything
+		r := 1 / l.burst
+		lost = l.bad
+		if l.bad {
+			l.bad = u >= r
+		} else {
+			l.bad = u < l.loss*r/(1-l.loss)
+		}
+	}
+	if l.policer > 0 {
+		l.tokens = min(l.policerBurst, l.tokens+(nowMs-l.policedMs)*l.policer/1000)
+		l.policedMs = nowMs
+		if !lost && l.tokens < float64(size) {
+			return true
+		}
+		if !lost {
+			l.tokens -= float64(size)
+		}
+	}
+	return lost
 }
 
 // window runs the ticks [from, to) and returns the p95 of the sojourns of the packets sent in

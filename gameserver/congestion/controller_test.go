@@ -20,6 +20,9 @@ func defaultKnobs() Knobs {
 		DecreaseFactorPermille: 700,
 		EvalIntervalTicks:      6,
 		BudgetFloorBytes:       400,
+		LossCeilingPermille:    150,
+		LossTestRatePermille:   800,
+		LossRetestMs:           20000,
 	}
 }
 
@@ -59,7 +62,7 @@ func TestMakeParams(t *testing.T) {
 				Enabled: true, ThrottleFloor: 10.0 / 60, MaxIntervalTicks: 6, LossThreshold: 0.02,
 				DelayMarginMs: 40, BacklogThresholdBytes: 32768, IncreaseStep: 0.05, DecreaseFactor: 0.7,
 				EvalIntervalTicks: 6, BudgetFloorBytes: 400, BaselineDriftUsPerTick: 167, BaselineHoldTicks: 300,
-				TickRateHz: 60, MinFrameBytes: DefaultMinFrameBytes,
+				TickRateHz: 60, MinFrameBytes: DefaultMinFrameBytes, LossCeiling: 0.15, LossTestGain: 0.8, LossRetestTicks: 1200,
 			},
 		},
 		{
@@ -69,7 +72,7 @@ func TestMakeParams(t *testing.T) {
 				Enabled: true, ThrottleFloor: 7.0 / 60, MaxIntervalTicks: 9, LossThreshold: 0.02,
 				DelayMarginMs: 40, BacklogThresholdBytes: 32768, IncreaseStep: 0.05, DecreaseFactor: 0.7,
 				EvalIntervalTicks: 6, BudgetFloorBytes: 400, BaselineDriftUsPerTick: 167, BaselineHoldTicks: 300,
-				TickRateHz: 60, MinFrameBytes: DefaultMinFrameBytes,
+				TickRateHz: 60, MinFrameBytes: DefaultMinFrameBytes, LossCeiling: 0.15, LossTestGain: 0.8, LossRetestTicks: 1200,
 			},
 		},
 		{
@@ -79,7 +82,7 @@ func TestMakeParams(t *testing.T) {
 				ThrottleFloor: 1, MaxIntervalTicks: 1, LossThreshold: 0.02,
 				DelayMarginMs: 40, BacklogThresholdBytes: 32768, IncreaseStep: 0.05, DecreaseFactor: 0.7,
 				EvalIntervalTicks: 6, BudgetFloorBytes: 400, BaselineDriftUsPerTick: 1000, BaselineHoldTicks: 50,
-				TickRateHz: 10, MinFrameBytes: DefaultMinFrameBytes,
+				TickRateHz: 10, MinFrameBytes: DefaultMinFrameBytes, LossCeiling: 0.15, LossTestGain: 0.8, LossRetestTicks: 200,
 			},
 		},
 		{
@@ -89,7 +92,7 @@ func TestMakeParams(t *testing.T) {
 				Enabled: true, ThrottleFloor: 1, MaxIntervalTicks: 1, LossThreshold: 0.02,
 				DelayMarginMs: 40, BacklogThresholdBytes: 32768, IncreaseStep: 0.05, DecreaseFactor: 0.7,
 				EvalIntervalTicks: 6, BudgetFloorBytes: 400, BaselineDriftUsPerTick: 333, BaselineHoldTicks: 150,
-				TickRateHz: 30, MinFrameBytes: DefaultMinFrameBytes,
+				TickRateHz: 30, MinFrameBytes: DefaultMinFrameBytes, LossCeiling: 0.15, LossTestGain: 0.8, LossRetestTicks: 600,
 			},
 		},
 		{
@@ -98,7 +101,7 @@ func TestMakeParams(t *testing.T) {
 			want: Params{
 				ThrottleFloor: 1, MaxIntervalTicks: 1, IncreaseStep: 0.001, DecreaseFactor: 0.001,
 				EvalIntervalTicks: 1, BaselineDriftUsPerTick: 10000, BaselineHoldTicks: 5, TickRateHz: 1,
-				MinFrameBytes: DefaultMinFrameBytes,
+				MinFrameBytes: DefaultMinFrameBytes, LossTestGain: 0.001, LossRetestTicks: 1,
 			},
 		},
 		{
@@ -106,12 +109,13 @@ func TestMakeParams(t *testing.T) {
 			knobs: Knobs{
 				Enabled: true, TickRateHz: -60, MinSendHz: -1, LossThresholdPermille: -5, DelayMarginMs: -1,
 				BacklogThresholdBytes: -1, IncreaseStepPermille: -1, DecreaseFactorPermille: -1,
-				EvalIntervalTicks: -1, BudgetFloorBytes: -400, MinFrameBytes: -64,
+				EvalIntervalTicks: -1, BudgetFloorBytes: -400, MinFrameBytes: -64, LossCeilingPermille: -1,
+				LossTestRatePermille: -1, LossRetestMs: -1,
 			},
 			want: Params{
 				Enabled: true, ThrottleFloor: 1, MaxIntervalTicks: 1, IncreaseStep: 0.001,
 				DecreaseFactor: 0.001, EvalIntervalTicks: 1, BaselineDriftUsPerTick: 10000, BaselineHoldTicks: 5,
-				TickRateHz: 1, MinFrameBytes: 1,
+				TickRateHz: 1, MinFrameBytes: 1, LossTestGain: 0.001, LossRetestTicks: 1,
 			},
 		},
 		{
@@ -120,14 +124,15 @@ func TestMakeParams(t *testing.T) {
 				Enabled: true, TickRateHz: math.MaxInt, MinSendHz: 1, LossThresholdPermille: math.MaxInt,
 				DelayMarginMs: math.MaxInt, BacklogThresholdBytes: math.MaxInt, IncreaseStepPermille: math.MaxInt,
 				DecreaseFactorPermille: math.MaxInt, EvalIntervalTicks: math.MaxInt, BudgetFloorBytes: math.MaxInt,
-				MinFrameBytes: math.MaxInt,
+				MinFrameBytes: math.MaxInt, LossCeilingPermille: math.MaxInt, LossTestRatePermille: math.MaxInt,
+				LossRetestMs: math.MaxInt,
 			},
 			want: Params{
 				Enabled: true, ThrottleFloor: MinThrottleFloor, MaxIntervalTicks: MaxTickRateHz, LossThreshold: 1,
 				DelayMarginMs: math.MaxUint32, BacklogThresholdBytes: math.MaxUint32, IncreaseStep: 1,
 				DecreaseFactor: 0.999, EvalIntervalTicks: math.MaxUint32, BudgetFloorBytes: math.MaxInt,
 				BaselineDriftUsPerTick: 10, BaselineHoldTicks: 5000, TickRateHz: MaxTickRateHz,
-				MinFrameBytes: math.MaxInt32,
+				MinFrameBytes: math.MaxInt32, LossCeiling: 1, LossTestGain: 0.999, LossRetestTicks: math.MaxInt32,
 			},
 		},
 	}
@@ -155,6 +160,13 @@ func evalWith(c *Controller, healthyRTTMs uint32, s Sample) {
 	c.Step(s)
 }
 
+// heavyLoss is a delivery count whose 100 judged packets were 40% lost: over the default 15%
+// loss ceiling.
+var heavyLoss = Delivery{Judged: 100, Lost: 40, LossRuns: 30}
+
+// TestTriggers: what one evaluation finds congested. Loss alone, however high its ratio, is not
+// congestion; it is with a queue (here ENet's RTT over the margin), or when the judged packets
+// behind it are over the ceiling.
 func TestTriggers(t *testing.T) {
 	p := triggerParams()
 	const base = 50
@@ -165,18 +177,22 @@ func TestTriggers(t *testing.T) {
 	}{
 		{"healthy", Sample{LossRatio: 0.01, RTTMs: base + 10, ReliableBytesInFlight: 1000}, 0},
 		{"all zero (no link stats)", Sample{}, 0},
-		{"loss above threshold", Sample{LossRatio: 0.0201, RTTMs: base}, SignalLoss},
-		{"loss at threshold", Sample{LossRatio: 0.02, RTTMs: base}, 0},
-		{"loss total", Sample{LossRatio: 1}, SignalLoss},
+		{"loss above threshold, no queue", Sample{LossRatio: 0.0201, RTTMs: base}, 0},
+		{"loss total, nothing judged", Sample{LossRatio: 1}, 0},
+		{"loss over the ceiling", Sample{LossRatio: 0.4, RTTMs: base, Delivered: heavyLoss}, SignalLoss},
+		{"loss under the ceiling", Sample{LossRatio: 0.14, RTTMs: base, Delivered: Delivery{Judged: 100, Lost: 14, LossRuns: 14}}, 0},
+		{"loss over the ceiling, too few judged", Sample{LossRatio: 1, RTTMs: base, Delivered: Delivery{Judged: 20, Lost: 20, LossRuns: 1}}, 0},
 		{"delay over margin", Sample{RTTMs: base + 41}, SignalDelay},
 		{"delay at margin", Sample{RTTMs: base + 40}, 0},
 		{"rtt below baseline", Sample{RTTMs: base - 30}, 0},
 		{"backlog above threshold", Sample{RTTMs: base, ReliableBytesInFlight: 32769}, SignalBacklog},
 		{"backlog at threshold", Sample{RTTMs: base, ReliableBytesInFlight: 32768}, 0},
+		{"loss with delay", Sample{LossRatio: 0.0201, RTTMs: base + 41}, SignalLoss | SignalDelay},
+		{"loss with backlog", Sample{LossRatio: 0.0201, RTTMs: base, ReliableBytesInFlight: 32769}, SignalLoss | SignalBacklog},
 		{"loss, delay and backlog", Sample{LossRatio: 0.5, RTTMs: base + 100, ReliableBytesInFlight: 1 << 20}, SignalLoss | SignalDelay | SignalBacklog},
 		{"unknown rtt never triggers delay", Sample{RTTMs: 0, LossRatio: 0.01}, 0},
-		{"NaN loss is no evidence", Sample{LossRatio: math.NaN(), RTTMs: base}, 0},
-		{"Inf loss triggers", Sample{LossRatio: math.Inf(1), RTTMs: base}, SignalLoss},
+		{"NaN loss is no evidence", Sample{LossRatio: math.NaN(), RTTMs: base + 41}, SignalDelay},
+		{"Inf loss with delay", Sample{LossRatio: math.Inf(1), RTTMs: base + 41}, SignalLoss | SignalDelay},
 		{"negative loss is healthy", Sample{LossRatio: -1, RTTMs: base}, 0},
 	}
 	for _, tt := range tests {
@@ -219,7 +235,7 @@ func TestSignalsString(t *testing.T) {
 	// A disabled controller reports none, as it reports no congestion.
 	var c Controller
 	c.Reset(triggerParams())
-	evalWith(&c, 50, Sample{LossRatio: 1, RTTMs: 50})
+	evalWith(&c, 50, Sample{LossRatio: 1, RTTMs: 50, Delivered: heavyLoss})
 	if c.Signals() != SignalLoss {
 		t.Fatalf("signals %q after a lossy evaluation", c.Signals())
 	}
@@ -244,17 +260,17 @@ func TestDelayTriggerWithoutBaseline(t *testing.T) {
 func TestHysteresis(t *testing.T) {
 	var c Controller
 	c.Reset(triggerParams())
-	lossy := Sample{LossRatio: 0.5, RTTMs: 50}
+	backlogged := Sample{RTTMs: 50, ReliableBytesInFlight: 1 << 20}
 	healthy := Sample{RTTMs: 50}
 
 	// Congested ticks before the eval boundary do not move the throttle.
 	for i := range 5 {
-		c.Step(lossy)
+		c.Step(backlogged)
 		if c.Throttle() != 1 || c.Congested() {
 			t.Fatalf("tick %d: throttle %v congested %v before the first eval", i+1, c.Throttle(), c.Congested())
 		}
 	}
-	c.Step(lossy)
+	c.Step(backlogged)
 	if c.Throttle() != 0.7 || !c.Congested() {
 		t.Fatalf("eval 1: throttle %v congested %v, want 0.7 true", c.Throttle(), c.Congested())
 	}
@@ -272,7 +288,7 @@ func TestHysteresis(t *testing.T) {
 	}
 	// Only the eval tick's sample is classified: congestion that cleared by then is not acted on.
 	for range 5 {
-		c.Step(lossy)
+		c.Step(backlogged)
 	}
 	c.Step(healthy)
 	if got, want := c.Throttle(), dec+step+step; got != want {
@@ -284,7 +300,7 @@ func TestFloorReachedAndNeverCrossed(t *testing.T) {
 	var c Controller
 	p := triggerParams()
 	c.Reset(p)
-	lossy := Sample{LossRatio: 1, RTTMs: 50}
+	backlogged := Sample{RTTMs: 50, ReliableBytesInFlight: 1 << 20}
 	// 0.7^5 = 0.168 is still above 1/6; the sixth back-off lands exactly on the floor.
 	w := 1.0
 	for eval := 1; eval <= 6; eval++ {
@@ -292,13 +308,13 @@ func TestFloorReachedAndNeverCrossed(t *testing.T) {
 		if eval == 6 {
 			w = p.ThrottleFloor
 		}
-		evalWith(&c, 50, lossy)
+		evalWith(&c, 50, backlogged)
 		if c.Throttle() != w {
 			t.Fatalf("eval %d: throttle %v, want %v", eval, c.Throttle(), w)
 		}
 	}
 	for i := range 10000 {
-		c.Step(lossy)
+		c.Step(backlogged)
 		if c.Throttle() != p.ThrottleFloor {
 			t.Fatalf("tick %d at the floor: throttle %v, want exactly %v", i, c.Throttle(), p.ThrottleFloor)
 		}
@@ -313,7 +329,7 @@ func TestAdditiveRecoveryToExactlyOne(t *testing.T) {
 	p := triggerParams()
 	c.Reset(p)
 	for range 20 {
-		evalWith(&c, 50, Sample{LossRatio: 1, RTTMs: 50})
+		evalWith(&c, 50, Sample{RTTMs: 50, ReliableBytesInFlight: 1 << 20})
 	}
 	if c.Throttle() != p.ThrottleFloor {
 		t.Fatalf("throttle %v, want the floor", c.Throttle())
@@ -489,8 +505,8 @@ func TestBaselineDrift(t *testing.T) {
 			c.Step(Sample{RTTMs: 500})
 		}
 		wantUs := 50000 + uint64(tt.tickHz)*uint64(tt.drift)
-		if c.baseline.us != wantUs {
-			t.Errorf("%d Hz: baseline %d µs after 1 s, want %d", tt.tickHz, c.baseline.us, wantUs)
+		if c.d.baseline.us != wantUs {
+			t.Errorf("%d Hz: baseline %d µs after 1 s, want %d", tt.tickHz, c.d.baseline.us, wantUs)
 		}
 		if rise := float64(wantUs-50000) / 1000; math.Abs(rise-BaselineDriftMsPerSecond) > 0.1 {
 			t.Errorf("%d Hz: baseline rose %.3f ms in 1 s, want %d", tt.tickHz, rise, BaselineDriftMsPerSecond)
@@ -545,78 +561,11 @@ func TestBaselineTracksPathChange(t *testing.T) {
 	}
 }
 
-// TestBaselineHold: delay that comes with loss holds the baselines, and so the peer, for as long
-// as the loss goes on, however sparse its evidence; loss under LossEvidenceShare of the threshold
-// is no evidence; a hold of 0 ticks lets the baselines drift from the rise on; and both
-// baselines, ENet's RTT's and the acknowledgement round trip's, are held.
-func TestBaselineHold(t *testing.T) {
-	p := MakeParams(defaultKnobs()) // 60 Hz, hold 300 ticks, drift 167 µs a tick, threshold 2%
-	rise := func(c *Controller, ticks int, loss func(tick int) float64) (lastCongested int) {
-		for range 60 {
-			c.Step(Sample{RTTMs: 50, AckRTTMs: 50, HaveAckRTT: true})
-		}
-		lastCongested = -1
-		for tick := 1; tick <= ticks; tick++ {
-			c.Step(Sample{RTTMs: 130, AckRTTMs: 130, HaveAckRTT: true, LossRatio: loss(tick)})
-			if c.Congested() {
-				lastCongested = tick
-			}
-		}
-		return lastCongested
-	}
-	// Evidence of loss (1%, over a quarter of the 2% threshold, not over the threshold) on one
-	// tick every 4 s, for 30 s: the baselines drift only until the first evaluation sees the rise
-	// (6 ticks, 1 ms), and the delay holds the peer at the floor throughout.
-	var c Controller
-	c.Reset(p)
-	sparse := func(tick int) float64 {
-		if tick%240 == 0 && tick <= 1800 {
-			return 0.01
-		}
-		return 0
-	}
-	last := rise(&c, 1800, sparse)
-	if last != 1800 || c.Throttle() != p.ThrottleFloor {
-		t.Errorf("30 s of delay with sparse loss: last congested tick %d throttle %v, want 1800 at the floor", last, c.Throttle())
-	}
-	if c.BaselineRTTMs() != 51 || c.AckBaselineRTTMs() != 51 {
-		t.Errorf("baselines %d and %d ms after 30 s of delay with loss, want 51", c.BaselineRTTMs(), c.AckBaselineRTTMs())
-	}
-	// When the loss stops (its last evidence on tick 1680), the hold runs out 300 ticks later and
-	// the baselines drift from 51.002 ms to within the margin of 130 ms in 38998 µs / 167 µs =
-	// 234 ticks: healthy from the first evaluation from tick 1680 + 300 + 234 = 2214 on.
-	for tick := 1801; tick <= 2400; tick++ {
-		c.Step(Sample{RTTMs: 130, AckRTTMs: 130, HaveAckRTT: true})
-		if c.Congested() {
-			last = tick
-		}
-	}
-	if last != 2213 {
-		t.Errorf("after the loss stopped: last congested tick %d, want 2213", last)
-	}
-	// The same delay with loss under the evidence share (0.4% every tick) is absorbed as a path
-	// change is: 6 ticks of drift, the 300-tick hold from the first evaluation, then 234 more:
-	// healthy from tick 540.
-	c.Reset(p)
-	last = rise(&c, 1800, func(int) float64 { return 0.004 })
-	if last != 539 {
-		t.Errorf("delay with 0.4%% loss: last congested tick %d, want 539", last)
-	}
-	// No hold: the baselines drift from the rise on, 40000 µs / 167 µs = 240 ticks.
-	p0 := p
-	p0.BaselineHoldTicks = 0
-	c.Reset(p0)
-	last = rise(&c, 1800, sparse)
-	if last != 239 {
-		t.Errorf("no hold: last congested tick %d, want 239", last)
-	}
-}
-
 func TestSetParamsMidRun(t *testing.T) {
 	base := triggerParams()
 	congest := func(c *Controller, evals int) {
 		for range evals {
-			evalWith(c, 50, Sample{LossRatio: 1, RTTMs: 50})
+			evalWith(c, 50, Sample{RTTMs: 50, ReliableBytesInFlight: 1 << 20})
 		}
 	}
 	t.Run("higher floor clamps the throttle up", func(t *testing.T) {
@@ -674,12 +623,12 @@ func TestSetParamsMidRun(t *testing.T) {
 		var c Controller
 		c.Reset(base)
 		for range 4 {
-			c.Step(Sample{LossRatio: 1})
+			c.Step(Sample{ReliableBytesInFlight: 1 << 20})
 		}
 		p := base
 		p.EvalIntervalTicks = 2
 		c.SetParams(p)
-		c.Step(Sample{LossRatio: 1})
+		c.Step(Sample{ReliableBytesInFlight: 1 << 20})
 		if c.Throttle() != 0.7 {
 			t.Errorf("throttle %v, want an eval on the first tick past the new interval", c.Throttle())
 		}
@@ -731,10 +680,19 @@ func TestHealthyEqualsDisabledEqualsNoController(t *testing.T) {
 	var delivered Delivery
 	healthy := func(i int) Sample {
 		// Loss at or under the threshold, RTTs within the margin of their minimum, backlog at
-		// most the threshold, a path delivering at the pace it is sent to: never congested.
+		// most the threshold, a path delivering at the pace it is sent to, judged packets
+		// rarely lost: never congested, never tested.
 		now := uint32(i * 1000 / 60)
 		delivered.Bytes += uint64(rng.intn(0, 1200))
 		delivered.AtMs, delivered.SentMs = now-uint32(rng.intn(0, 5)), now-uint32(rng.intn(30, 60))
+		// About one packet judged a tick, one in a hundred of them lost.
+		delivered.Judged += uint64(rng.intn(0, 2))
+		if rng.intn(0, 199) == 0 {
+			delivered.Judged++
+			delivered.Lost++
+			delivered.LossRuns++
+		}
+		delivered.JudgedSentMs = now - 80
 		return Sample{
 			LossRatio:             enabled.LossThreshold * rng.float(),
 			RTTMs:                 uint32(rng.intn(50, 90)),
@@ -832,6 +790,18 @@ func checkInvariants(t *testing.T, c *Controller, statics []int) {
 	if r := c.ByteRateCeiling(); r > 0 && c.FrameCeilingBytes() < p.MinFrameBytes {
 		t.Fatalf("frame ceiling %d under the smallest frame %d", c.FrameCeilingBytes(), p.MinFrameBytes)
 	}
+	l := &c.l
+	for _, v := range []float64{l.lost, l.runs, l.judged, l.recentRuns, l.recentJudged, l.rate, l.ceiling, l.beforeRuns, l.beforeJudged} {
+		if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
+			t.Fatalf("loss response: a count or rate of %v (%+v)", v, *l)
+		}
+	}
+	if l.lost > l.judged*(1+1e-9)+1e-9 || l.runs > l.lost*(1+1e-9)+1e-9 {
+		t.Fatalf("loss window: %v lost in %v runs of %v judged", l.lost, l.runs, l.judged)
+	}
+	if l.state == lossTesting != (l.ceiling > 0) && p.Enabled {
+		t.Fatalf("loss state %d with a test ceiling of %v", l.state, l.ceiling)
+	}
 	for _, s := range statics {
 		b := c.EffectiveBudget(s)
 		if s <= 0 {
@@ -858,6 +828,10 @@ func TestNoAllocations(t *testing.T) {
 		s.Delivered.Bytes += 50
 		s.Delivered.AtMs += 16
 		s.Delivered.SentMs += 10
+		s.Delivered.Judged += 2 // a packet in four lost, in runs: the loss response's paths run
+		s.Delivered.Lost += tick % 2
+		s.Delivered.LossRuns += tick % 4 / 3
+		s.Delivered.JudgedSentMs = s.NowMs
 		s.NowMs += 16
 		s.AckRTTMs += 6
 		c.Step(s)

@@ -7,8 +7,8 @@ import (
 )
 
 // FuzzController steps a controller built from arbitrary Params (hand-built and via MakeParams)
-// with arbitrary samples — delivery counts and clocks included —, reconfiguring it mid-run, and
-// checks that every output stays finite and in range.
+// with arbitrary samples — delivery and judgment counts and clocks included —, reconfiguring it
+// mid-run, and checks that every output stays finite and in range.
 func FuzzController(f *testing.F) {
 	f.Add(true, 10.0/60, 0.02, 0.05, 0.7, uint32(6), uint32(6), uint32(40), uint32(32768), uint32(167), 400,
 		[]byte{0, 0, 0, 0, 0, 0, 0, 0, 50, 0, 0, 0, 0, 0, 0, 0})
@@ -22,12 +22,14 @@ func FuzzController(f *testing.F) {
 			DelayMarginMs: margin, BacklogThresholdBytes: backlog, IncreaseStep: step, DecreaseFactor: dec,
 			EvalIntervalTicks: eval, BudgetFloorBytes: budgetFloor, BaselineDriftUsPerTick: drift,
 			BaselineHoldTicks: maxInterval, TickRateHz: backlog, MinFrameBytes: budgetFloor,
+			LossCeiling: step, LossTestGain: dec, LossRetestTicks: drift,
 		}
 		made := MakeParams(Knobs{
 			Enabled: enabled, TickRateHz: int(maxInterval), MinSendHz: int(eval), LossThresholdPermille: int(margin),
 			DelayMarginMs: int(margin), BacklogThresholdBytes: int(backlog), IncreaseStepPermille: int(drift),
 			DecreaseFactorPermille: int(int32(drift)), EvalIntervalTicks: int(eval % 16), BudgetFloorBytes: budgetFloor,
-			MinFrameBytes: int(int16(margin)),
+			MinFrameBytes: int(int16(margin)), LossCeilingPermille: int(int16(backlog)), LossTestRatePermille: int(int16(drift)),
+			LossRetestMs: int(int32(margin)),
 		})
 		statics := []int{math.MinInt, -1, 0, 1, 64, 400, 2400, budgetFloor, math.MaxInt}
 		var c Controller
@@ -43,6 +45,16 @@ func FuzzController(f *testing.F) {
 			delivered.Bytes += uint64(binary.LittleEndian.Uint16(data[i+8:]))
 			delivered.AtMs += uint32(int16(binary.LittleEndian.Uint16(data[i+10:])))
 			delivered.SentMs += uint32(int16(binary.LittleEndian.Uint16(data[i+12:])))
+			// Judgments: a few packets judged, some lost, now and then a count that goes back.
+			judged := uint64(data[i+14] % 16)
+			lost := min(uint64(data[i+15]%16), judged)
+			delivered.Judged += judged
+			delivered.Lost += lost
+			delivered.LossRuns += min(lost, uint64(data[i+15]>>4))
+			delivered.JudgedSentMs = now - uint32(data[i+14])
+			if data[i+15] == 0xff {
+				delivered.Judged, delivered.Lost, delivered.LossRuns = 0, 0, 0
+			}
 			s := Sample{
 				LossRatio:             math.Float64frombits(binary.LittleEndian.Uint64(data[i:])),
 				RTTMs:                 binary.LittleEndian.Uint32(data[i+8:]),
@@ -74,7 +86,7 @@ func FuzzController(f *testing.F) {
 
 // FuzzLossEstimator drives an estimator with an arbitrary sequence of sends, ACKs and updates and
 // checks that the loss stays a ratio, the tracked window stays consistent and neither the
-// delivery count nor the judged count ever goes back.
+// delivery count nor the judged and lost counts ever go back.
 func FuzzLossEstimator(f *testing.F) {
 	f.Add([]byte{0, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 200})
 	f.Add([]byte{0, 0xff, 0xff, 0, 0, 0, 0, 0, 3, 0xff, 0xff, 0xff, 2, 0xff, 0xff, 0xff})
@@ -82,7 +94,7 @@ func FuzzLossEstimator(f *testing.F) {
 		var e LossEstimator
 		now := int64(0)
 		seq := uint16(0)
-		var delivered, judged uint64
+		var delivered, judged, lost uint64
 		for i := 0; i+4 <= len(ops); i += 4 {
 			arg := binary.LittleEndian.Uint16(ops[i+1:])
 			small := ops[i+3]
@@ -120,10 +132,10 @@ func FuzzLossEstimator(f *testing.F) {
 			} else {
 				delivered = d
 			}
-			if j := e.judged; j < judged {
-				t.Fatalf("judged %d packets after %d", j, judged)
+			if d := e.Delivered(); d.Judged < judged || d.Lost < lost || d.Lost > d.Judged {
+				t.Fatalf("judged %d packets (%d lost) after %d (%d lost)", d.Judged, d.Lost, judged, lost)
 			} else {
-				judged = j
+				judged, lost = d.Judged, d.Lost
 			}
 			if math.IsNaN(e.lostW) || math.IsInf(e.totalW, 0) || e.lostW > e.totalW+1e-9 || e.lostW < 0 {
 				t.Fatalf("weights lost %v total %v", e.lostW, e.totalW)

@@ -24,6 +24,13 @@ const (
 	// 110 ms of judged packets. Fewer packets make it noisier, not slower or biased.
 	LossTimeConstantMs = 500
 
+	// AckStallMs is how much longer than the horizon a packet waits to be judged when no packet
+	// sent after it has been acknowledged: the ACKs may all be late rather than lost (a path
+	// whose delay jumped by more than the judging margin), and judged before the first of them
+	// arrives, they would read as a burst of loss. Once a later packet's ACK arrives, its round
+	// trip widens the horizon.
+	AckStallMs = 1000
+
 	// forgetWeight is the decayed packet weight below which the evidence has expired (about 3.5 s
 	// without a judgment at the default time constant): the estimate returns to 0, "no signal".
 	forgetWeight = 1e-3
@@ -53,9 +60,11 @@ type lossSlot struct {
 // adds before acknowledging must fit within the judging margin below.
 //
 // A packet is judged once the packet sent after it is older than RTT + max(MinJudgeMarginMs,
-// RTT/2): by then the ACK of that next packet, whose bitfield repeats this one, has had time to
-// arrive, so one lost ACK is not loss, at any send rate. Judgment waits on wall-clock age, never
-// on a count of packets or ticks, so a slower cadence delays it but cannot fake loss. (Under
+// RTT/2) and a packet sent after it has been acknowledged: by then the ACK of that next packet,
+// whose bitfield repeats this one, has had time to arrive, so one lost ACK is not loss, at any
+// send rate; and ACKs that are merely late, all of them, are not loss either. Without any later
+// ACK a packet waits AckStallMs more. Judgment waits on wall-clock age and on ACKs, never on a
+// count of packets or ticks, so a slower cadence delays it but cannot fake loss. (Under
 // heavy random ACK loss q a received packet is still misread as lost with probability about q
 // squared at the lowest rates, where only that one extra ACK falls within the margin: a
 // reverse path losing 10% of ACKs reads as 1% forward loss, under the default 2% threshold.)
@@ -80,21 +89,32 @@ type LossEstimator struct {
 	haveAckRTT   bool
 	lastAckRTTMs uint32
 
-	// del is the delivery count (Delivered).
+	// del is the delivery count (Delivered), its judgments included.
 	del Delivery
-	// judged counts the packets judged so far, lost or delivered (never-sent sequence numbers and
-	// forgotten packets are not judged): the evidence the loss ratio has taken in.
-	judged uint64
+	// top is the newest sequence acknowledged since tracking (re)started, if haveTop.
+	top     uint16
+	haveTop bool
+	// lastLost reports that the packet judged last was lost.
+	lastLost bool
 }
 
 // Delivery is a session's delivery count: the bytes of its snapshot packets acknowledged so
 // far, when that count last grew, and when the newest packet it counts was sent (milliseconds
 // truncated to 32 bits, like the estimator's send times). Two counts taken apart give the rate
 // the path delivered at between them (Controller, via Sample).
+//
+// It also counts the estimator's judgments: the packets judged so far (never-sent sequence
+// numbers and forgotten packets are not judged), how many of them were judged lost, in how many
+// runs (lost packets judged one after the other count as one run), and when the newest judged
+// packet was sent. Two counts taken apart give the loss among the packets judged between them,
+// and JudgedSentMs tells which were sent after a given moment.
 type Delivery struct {
 	Bytes  uint64
 	AtMs   uint32
 	SentMs uint32
+
+	Judged, Lost, LossRuns uint64
+	JudgedSentMs           uint32
 }
 
 // Reset forgets every tracked packet and the loss history.
@@ -113,7 +133,7 @@ func (e *LossEstimator) OnSent(seq uint16, size int, nowMs int64) {
 			e.push(e.head, lossSlot{sentMs: now, state: slotSkipped})
 		}
 	} else {
-		e.count, e.head = 0, seq
+		e.count, e.head, e.haveTop = 0, seq, false
 	}
 	e.push(seq, lossSlot{sentMs: now, state: slotSent, size: uint16(min(max(size, 0), math.MaxUint16))})
 }
@@ -138,7 +158,15 @@ func (e *LossEstimator) sent(seq uint16) (*lossSlot, bool) {
 // OnAck records the client's acknowledgement of packet seq.
 func (e *LossEstimator) OnAck(seq uint16) {
 	if s, ok := e.sent(seq); ok {
-		s.state = slotAcked
+		e.acked(seq, s)
+	}
+}
+
+// acked marks tracked packet seq, slot s, acknowledged.
+func (e *LossEstimator) acked(seq uint16, s *lossSlot) {
+	s.state = slotAcked
+	if !e.haveTop || int16(seq-e.top) > 0 {
+		e.top, e.haveTop = seq, true
 	}
 }
 
@@ -180,7 +208,7 @@ func (e *LossEstimator) deliver(seq uint16, now uint32) bool {
 	if !ok {
 		return false
 	}
-	s.state = slotAcked
+	e.acked(seq, s)
 	if e.del.Bytes == 0 || int32(s.sentMs-e.del.SentMs) > 0 {
 		e.del.SentMs = s.sentMs // the newest delivered; an ACK that fills in older ones keeps it
 	}
@@ -189,8 +217,9 @@ func (e *LossEstimator) deliver(seq uint16, now uint32) bool {
 }
 
 // Delivered returns the delivery count, which OnAckFieldAt keeps (OnAck and OnAckField, which
-// know no arrival time, count nothing). It only grows with first ACKs: sending less makes it grow
-// more slowly, never faster.
+// know no arrival time, count no bytes), and the judgments, which Update makes. Bytes only grow
+// with first ACKs: sending less makes them grow more slowly, never faster; and a packet is
+// judged by wall-clock age, so sending less delays judgments but never adds to the lost.
 func (e *LossEstimator) Delivered() Delivery { return e.del }
 
 // TakeAckRTT returns the smallest round trip sampled by OnAckFieldAt since the last call, in
@@ -229,17 +258,25 @@ func (e *LossEstimator) Update(nowMs int64, rttMs uint32) float64 {
 	for e.count >= 2 {
 		tail := e.head - uint16(e.count)
 		next := e.ring[(tail+1)&lossRingMask]
-		if int64(int32(now-next.sentMs)) <= horizon {
+		age := int64(int32(now - next.sentMs))
+		laterAcked := e.haveTop && int16(e.top-tail) > 0
+		if age <= horizon || !laterAcked && age <= horizon+AckStallMs {
 			break // sends are in time order: nothing later is due either
 		}
-		switch e.ring[tail&lossRingMask].state {
+		switch s := &e.ring[tail&lossRingMask]; s.state {
 		case slotSent:
 			e.lostW++
 			e.totalW++
-			e.judged++
+			e.del.Lost++
+			if !e.lastLost {
+				e.del.LossRuns++
+			}
+			e.lastLost = true
+			e.judge(s)
 		case slotAcked:
 			e.totalW++
-			e.judged++
+			e.lastLost = false
+			e.judge(s)
 		}
 		e.count--
 	}
@@ -248,6 +285,12 @@ func (e *LossEstimator) Update(nowMs int64, rttMs uint32) float64 {
 		e.lostW, e.totalW = 0, 0
 	}
 	return e.Loss()
+}
+
+// judge counts packet s judged.
+func (e *LossEstimator) judge(s *lossSlot) {
+	e.del.Judged++
+	e.del.JudgedSentMs = s.sentMs
 }
 
 // Loss returns the loss ratio as of the last Update, in [0, 1]; 0 without evidence.

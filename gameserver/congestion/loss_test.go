@@ -232,12 +232,28 @@ func TestLossJudgmentTiming(t *testing.T) {
 	const rtt = 100 // horizon rtt + max(50, rtt/2) = 150 ms
 	e.OnSent(0, 100, 0)
 	e.OnSent(1, 100, 10)
-	// Packet 0 is judged once packet 1 is older than 150 ms, at now = 161.
-	if got := e.Update(160, rtt); got != 0 || e.count != 2 || e.judged != 0 {
-		t.Fatalf("at 160: loss %v count %d judged %d, want nothing judged", got, e.count, e.judged)
+	e.OnAckFieldAt(1, 0, 110) // a 100 ms round trip; packet 0 not acknowledged
+	// Packet 0 is judged once packet 1 is older than 150 ms, at now = 161, a packet sent after it
+	// having been acknowledged.
+	if got := e.Update(160, rtt); got != 0 || e.count != 2 || e.del.Judged != 0 {
+		t.Fatalf("at 160: loss %v count %d judged %d, want nothing judged", got, e.count, e.del.Judged)
 	}
-	if got := e.Update(161, rtt); got != 1 || e.count != 1 || e.judged != 1 {
-		t.Fatalf("at 161: loss %v count %d judged %d, want packet 0 judged lost", got, e.count, e.judged)
+	if got := e.Update(161, rtt); got != 1 || e.count != 1 || e.del.Judged != 1 {
+		t.Fatalf("at 161: loss %v count %d judged %d, want packet 0 judged lost", got, e.count, e.del.Judged)
+	}
+	// The delivery count carries the judgments: one judged, lost in one run, sent at 0.
+	if d := e.Delivered(); d.Judged != 1 || d.Lost != 1 || d.LossRuns != 1 || d.JudgedSentMs != 0 {
+		t.Fatalf("delivery %+v, want 1 judged, 1 lost in 1 run, sent at 0", d)
+	}
+	// Packet 2, sent at 175, is never acknowledged: packet 1 waits AckStallMs past the horizon,
+	// until 175 + 150 + 1000 ms, for an ACK of a later packet.
+	e.OnSent(2, 100, 175)
+	if e.Update(1325, rtt); e.Delivered().Judged != 1 {
+		t.Fatalf("at 1325: %d judged, want packet 1 waiting for a later ACK", e.Delivered().Judged)
+	}
+	e.Update(1326, rtt)
+	if d := e.Delivered(); d.Judged != 2 || d.Lost != 1 || d.JudgedSentMs != 10 {
+		t.Fatalf("delivery %+v, want 2 judged, 1 lost, the newest sent at 10", d)
 	}
 	// The newest packet waits for a successor, however old it gets.
 	if e.Update(10000, rtt); e.count != 1 {
@@ -248,11 +264,54 @@ func TestLossJudgmentTiming(t *testing.T) {
 	e.OnSent(0, 100, 0)
 	e.OnSent(1, 100, 0)
 	e.OnAck(0)
+	e.OnAck(1)
 	if e.Update(600, 400); e.count != 2 {
 		t.Fatalf("count %d, want nothing judged before 400 + 200 ms", e.count)
 	}
 	if got := e.Update(601, 400); got != 0 || e.count != 1 {
 		t.Fatalf("loss %v count %d, want packet 0 judged received", got, e.count)
+	}
+}
+
+// A path whose delay jumps by more than the judging margin delays every ACK at once: none
+// arrives within the horizon of the RTT known so far. They are late, not lost: no packet is
+// judged until the first of them arrives, and its round trip widens the horizon. The packets
+// really lost meanwhile are found, in runs.
+func TestLossLateAcksAreNotLoss(t *testing.T) {
+	var e LossEstimator
+	var client protocol.AckState
+	type ack struct {
+		at     int64
+		latest uint16
+		bits   uint64
+	}
+	var acks []ack
+	oneWay := int64(10)
+	for tick := range 600 { // 10 s at 60 Hz
+		now := int64(tick) * 1000 / 60
+		if tick == 120 {
+			oneWay = 110 // +200 ms round trip
+		}
+		for len(acks) > 0 && acks[0].at <= now {
+			e.OnAckFieldAt(acks[0].latest, acks[0].bits, acks[0].at)
+			acks = acks[1:]
+		}
+		e.Update(now, 20) // ENet's RTT has not moved
+		seq := uint16(tick)
+		e.OnSent(seq, 100, now)
+		if tick >= 300 && tick%10 < 2 { // from 5 s, two packets in ten lost, back to back
+			continue
+		}
+		client.Receive(seq)
+		acks = append(acks, ack{at: now + 2*oneWay, latest: client.Latest, bits: client.Received})
+	}
+	d := e.Delivered()
+	// Lost: packets 300..599 with tick%10 < 2, except those not yet judged at the end.
+	if d.Lost == 0 || d.Lost > 60 || d.LossRuns != (d.Lost+1)/2 {
+		t.Fatalf("delivery %+v: want only the dropped packets lost, in runs of two", d)
+	}
+	if first := e.ring[300&lossRingMask]; d.Judged < 500 {
+		t.Fatalf("judged %d packets, want nearly all (packet 300: %+v)", d.Judged, first)
 	}
 }
 
@@ -281,7 +340,7 @@ func TestLossAckEdgeCases(t *testing.T) {
 			e.OnAck(3)
 		}
 		e.OnSent(10, 100, 0)
-		if got := e.Update(1000, 50); got != 0 {
+		if got := e.Update(2000, 50); got != 0 {
 			t.Errorf("loss %v, want 0", got)
 		}
 		if e.totalW != 10 {
@@ -300,7 +359,8 @@ func TestLossAckEdgeCases(t *testing.T) {
 		}
 		e.OnAckField(65000, ^uint64(0))
 		e.OnAckField(98, ^uint64(0)) // covers 97..34, all before the window
-		if got := e.Update(1000, 50); got != 1 {
+		// With no ACK matching, each packet is judged after AckStallMs.
+		if got := e.Update(2000, 50); got != 1 {
 			t.Errorf("loss %v, want 1: no ack matched a sent packet", got)
 		}
 	})
@@ -312,7 +372,7 @@ func TestLossAckEdgeCases(t *testing.T) {
 		// latest 9; bits for 8, 6 and 4 (i = 0, 2, 4) and for 65531 (i = 13).
 		e.OnAckField(9, 1|1<<2|1<<4|1<<13)
 		e.OnSent(10, 100, 0)
-		e.Update(1000, 50)
+		e.Update(2000, 50)
 		// 16 judged (65530..9), 5 acked.
 		if e.totalW != 16 || e.lostW != 11 {
 			t.Errorf("judged %v lost %v, want 16 and 11", e.totalW, e.lostW)
@@ -347,9 +407,9 @@ func TestLossNonConsecutiveSends(t *testing.T) {
 		e.OnSent(10, 100, 0) // 1..9 never sent
 		e.OnAck(10)
 		e.OnSent(11, 100, 0)
-		e.Update(1000, 50)
-		if e.totalW != 2 || e.lostW != 0 || e.judged != 2 {
-			t.Errorf("judged %v (count %d) lost %v, want 2 received", e.totalW, e.judged, e.lostW)
+		e.Update(2000, 50)
+		if e.totalW != 2 || e.lostW != 0 || e.del.Judged != 2 {
+			t.Errorf("judged %v (count %d) lost %v, want 2 received", e.totalW, e.del.Judged, e.lostW)
 		}
 	})
 	t.Run("going back restarts tracking without judging", func(t *testing.T) {
@@ -362,8 +422,8 @@ func TestLossNonConsecutiveSends(t *testing.T) {
 			t.Fatalf("count %d head %d, want a restart at 20", e.count, e.head)
 		}
 		e.OnSent(21, 100, 0)
-		if got := e.Update(1000, 50); got != 1 || e.totalW != 1 || e.judged != 1 {
-			t.Errorf("loss %v judged %v (count %d), want only the restarted packet judged", got, e.totalW, e.judged)
+		if got := e.Update(2000, 50); got != 1 || e.totalW != 1 || e.del.Judged != 1 {
+			t.Errorf("loss %v judged %v (count %d), want only the restarted packet judged", got, e.totalW, e.del.Judged)
 		}
 	})
 	t.Run("far jump restarts tracking", func(t *testing.T) {
@@ -388,8 +448,8 @@ func TestLossNonConsecutiveSends(t *testing.T) {
 		e.OnAck(0) // forgotten
 		e.OnSent(3*LossRingSize, 100, 0)
 		// The last send forgot 2048; of 2049..3072 the newest waits for a successor.
-		if got := e.Update(1000, 50); got != 0 || e.totalW != LossRingSize-1 || e.judged != LossRingSize-1 {
-			t.Errorf("loss %v judged %v (count %d), want %d packets, all received", got, e.totalW, e.judged, LossRingSize-1)
+		if got := e.Update(2000, 50); got != 0 || e.totalW != LossRingSize-1 || e.del.Judged != LossRingSize-1 {
+			t.Errorf("loss %v judged %v (count %d), want %d packets, all received", got, e.totalW, e.del.Judged, LossRingSize-1)
 		}
 	})
 }
@@ -398,19 +458,24 @@ func TestLossForgetsExpiredEvidence(t *testing.T) {
 	var e LossEstimator
 	e.OnSent(0, 100, 0)
 	e.OnSent(1, 100, 0)
-	if got := e.Update(200, 50); got != 1 {
+	// Nothing is acknowledged: packet 0 is judged lost once packet 1 is older than the horizon
+	// plus AckStallMs, 1100 ms.
+	if got := e.Update(1100, 50); got != 0 {
+		t.Fatalf("loss %v at 1.1 s, want nothing judged yet", got)
+	}
+	if got := e.Update(1200, 50); got != 1 {
 		t.Fatalf("loss %v, want 1", got)
 	}
 	// Without new judgments the ratio holds while the evidence decays...
-	if got := e.Update(1000, 50); got != 1 {
-		t.Fatalf("loss %v at 1 s, want 1 (same evidence)", got)
+	if got := e.Update(2000, 50); got != 1 {
+		t.Fatalf("loss %v at 2 s, want 1 (same evidence)", got)
 	}
 	// ...and returns to "no signal" once its weight is under forgetWeight: ln(1000)*500 ≈ 3454 ms.
-	if got := e.Update(3400, 50); got != 1 {
-		t.Fatalf("loss %v at 3.4 s, want 1", got)
+	if got := e.Update(4600, 50); got != 1 {
+		t.Fatalf("loss %v at 4.6 s, want 1", got)
 	}
-	if got := e.Update(3700, 50); got != 0 {
-		t.Fatalf("loss %v at 3.7 s, want 0", got)
+	if got := e.Update(4700, 50); got != 0 {
+		t.Fatalf("loss %v at 4.7 s, want 0", got)
 	}
 }
 
@@ -422,7 +487,7 @@ func TestLossClockEdgeCases(t *testing.T) {
 	if got := e.Update(0, 50); got != 0 || e.count != 2 {
 		t.Fatalf("loss %v count %d, want nothing judged", got, e.count)
 	}
-	if got := e.Update(1200, 50); got != 1 {
+	if got := e.Update(2200, 50); got != 1 {
 		t.Fatalf("loss %v, want 1", got)
 	}
 	// Extreme times and RTTs stay finite.

@@ -3,34 +3,71 @@ package congestion
 import "math"
 
 // BaselineDriftMsPerSecond is how fast the RTT baseline may rise toward a higher RTT, in
-// milliseconds per second of ticks. The baseline is a running minimum, so without drift a
-// genuine path change would read as congestion for ever; with it the baseline climbs at this
-// rate once BaselineHoldMs has passed, and a re-route that adds 100 ms reads as congestion for
-// 5 + (100 - 40) / 10 = 11 s at the default 40 ms margin. That is long against the few hundred
-// milliseconds a peer's own queue needs to drain after a back-off, so delay we cause is acted on
-// long before it is absorbed.
+// milliseconds per second of ticks, once BaselineHoldMs has passed. The baseline is a running
+// minimum, so without drift a rise that no sign calls a queue would read as delay for ever. A
+// step up that holds level is followed at once instead (PathChangeEvals); the drift follows what
+// is left: a slow ramp, or a rise that only ENet's RTT shows (a re-route adding 100 ms reads as
+// delay for 5 + (100 - 40) / 10 = 11 s at the default 40 ms margin).
 const BaselineDriftMsPerSecond = 10
 
-// BaselineHoldMs is how long the RTT baselines do not drift after evidence that a delay rise is
-// congestion rather than a longer path: an evaluation that finds the peer delayed after one that
-// did not, or a tick whose loss estimate is over LossEvidenceShare of the loss threshold. Each
-// restarts the hold. A path that got longer delivers everything; a queue that overflows also
-// drops. So delay that comes with loss holds the peer for as long as both last, while delay that
-// comes alone is absorbed once it has lasted BaselineHoldMs: a re-route adding 100 ms reads as
-// congestion for 5 + (100 - 40) / 10 = 11 s at the default 40 ms margin.
-//
-// Without the hold, the baseline follows a lossy link's added delay as it follows a re-route
-// (80 ms in 4 s), and the delay signal no longer holds the peer; then only the loss estimate does,
-// and at the rates a back-off leaves it rests on a packet or two a second (a loss every two
-// seconds at 10 Hz and 5% loss), so a loss-free stretch of a few seconds sends the peer back to
-// full rate for a moment. hack/congestion-sim measures it.
+// BaselineHoldMs is how long the RTT baselines do not drift after an evaluation first finds the
+// peer delayed, or after any sign of a queue: a delay found to be one (its round trip fell when
+// the peer was sent less, or grew although it was), or a path delivering slower than it was
+// sent to. Each restarts the hold, so the drift cannot absorb a queue the peer keeps building.
 const BaselineHoldMs = 5000
 
-// LossEvidenceShare is the share of the loss threshold over which a loss estimate restarts the
-// baseline hold. At the default 2% threshold a single loss among packets sent at 10 Hz keeps the
-// estimate over it for about two seconds, so the hold outlasts the gaps between a lossy link's
-// losses.
-const LossEvidenceShare = 0.25
+// PathChangeEvals is how many evaluations after the first one that found a peer delayed its
+// acknowledgement round trip must hold level (within an eighth of the delay margin of where it
+// rose to), with no sign of a queue, for the rise to count as a longer path: the baselines then
+// step up to it and the back-off it caused is undone. A queue drains when the peer is sent
+// less, or grows if that was not enough; a longer path does neither.
+const PathChangeEvals = 3
+
+// enetCatchUpMs bounds how long ENet's smoothed RTT is given to climb to a baseline a path
+// change raised (ENet moves its RTT an eighth of the way to each ping's, four times a second).
+const enetCatchUpMs = 5000
+
+// The loss response's constants (see the package doc, "The loss test").
+const (
+	// LossWindowMs is the time constant of the loss window: the judged packets' counts decay
+	// by exp(-age/LossWindowMs), so the window holds about the last two seconds of judgments.
+	// The loss ceiling is judged on it, not on the faster loss ratio, so that a few bursts of
+	// losses on a link that loses in bursts do not cross it.
+	LossWindowMs = 2000
+	// LossRateMs is the time constant of the delivery rate a loss test holds the peer under a
+	// share of: on a path that drops what exceeds a rate, the average follows that rate within a
+	// second of the drops starting.
+	LossRateMs = 500
+	// LossRecentMs is the time constant of the faster loss window a loss test compares the
+	// loss of its packets with: about the last second of judgments, so that a loss that began
+	// lately is not diluted by the loss-free packets before it.
+	LossRecentMs = 1000
+	// LossEvidenceShare is the share of the loss threshold under which the loss window's ratio
+	// means the loss has stopped: a verdict that the loss was random ends.
+	LossEvidenceShare = 0.25
+	// LossTestMaxMs bounds a loss test; one that has not judged enough packets by then is
+	// inconclusive, and the loss is taken as random.
+	LossTestMaxMs = 3000
+	// LossCongestiveMs is how long a verdict that the loss depends on the send rate holds; the
+	// loss is then tested again if it goes on.
+	LossCongestiveMs = 5000
+
+	// minWindowPackets is how many judged packets the loss window, or a test, needs before its
+	// ratio says anything; ceilingZ is by how many standard deviations of a loss at the ceiling
+	// the window's loss must be over it (a loss of 40% is, on 30 packets; one of 10%, a
+	// hundred packets in, once in several thousand windows).
+	minWindowPackets = 30
+	ceilingZ         = 1.5
+	// A loss test compares the runs of losses among its packets (lost packets judged one after
+	// the other count as one run: a link that loses in bursts loses a burst's packets together)
+	// with those of the last second's loss window before it (LossRecentMs). lossTestMinRuns is
+	// how many runs that window must hold before a test starts; the test finds that sending less
+	// lowered the loss when it saw at most lossTestMaxRuns runs, and random loss would have put
+	// so few among its packets with a probability under lossTestAlpha.
+	lossTestMinRuns = 4
+	lossTestMaxRuns = 1
+	lossTestAlpha   = 0.01
+)
 
 // Bounds that MakeParams and the Controller clamp to. They keep every quantity finite and
 // meaningful; a config that passed the netcode validation is inside them and maps unchanged.
@@ -48,6 +85,8 @@ const (
 	// maxRate bounds delivery-rate samples, in bytes per second (1 PB/s).
 	maxRate = 1e15
 
+	minLossTestGain   = 0.001
+	maxLossTestGain   = 0.999
 	minIncreaseStep   = 0.001
 	minDecreaseFactor = 0.001
 	maxDecreaseFactor = 0.999
@@ -135,6 +174,15 @@ type Params struct {
 	// MinFrameBytes is the smallest frame the bottleneck ceiling sizes frames to, in
 	// [1, 2^31-1].
 	MinFrameBytes int
+	// LossCeiling is the loss ratio in [LossThreshold, 1] over which a peer is backed off
+	// whatever the loss's cause (judged on the loss window).
+	LossCeiling float64
+	// LossTestGain is the share, in (0, 1), of its recent send rate that a peer is held to
+	// while a loss test runs.
+	LossTestGain float64
+	// LossRetestTicks is how long loss found random is not tested again while it goes on,
+	// >= 1.
+	LossRetestTicks uint32
 }
 
 // Knobs are the operator-facing settings in config units (Hz, per mille, ms, bytes), as they sit
@@ -152,7 +200,10 @@ type Knobs struct {
 	BudgetFloorBytes       int
 	// MinFrameBytes is the smallest useful frame (not an operator knob: the session passes the
 	// protocol's); 0 means DefaultMinFrameBytes.
-	MinFrameBytes int
+	MinFrameBytes        int
+	LossCeilingPermille  int
+	LossTestRatePermille int
+	LossRetestMs         int
 }
 
 // MakeParams maps operator knobs to controller Params. It is shared by startup and live reconfig.
@@ -169,16 +220,21 @@ type Knobs struct {
 //	EvalIntervalTicks      [1, 2^32-1]
 //	BudgetFloorBytes       [0, max int]
 //	MinFrameBytes          [1, 2^31-1], 0 -> DefaultMinFrameBytes
+//	LossCeilingPermille    [LossThresholdPermille, 1000]
+//	LossTestRatePermille   [1, 999]
+//	LossRetestMs           [0, 2^31-1] -> LossRetestTicks, at least 1
 func MakeParams(k Knobs) Params {
 	tick := clampInt(k.TickRateHz, 1, MaxTickRateHz)
 	minSend := clampInt(k.MinSendHz, 1, tick)
 	drift := (driftUsPerSecond + tick/2) / tick // rounded to the nearest microsecond
 	hold := (BaselineHoldMs*tick + 999) / 1000  // rounded up to whole ticks
+	threshold := clampInt(k.LossThresholdPermille, 0, permille)
+	retest := max((int64(clampInt(k.LossRetestMs, 0, math.MaxInt32))*int64(tick)+999)/1000, 1)
 	return Params{
 		Enabled:                k.Enabled,
 		ThrottleFloor:          float64(minSend) / float64(tick),
 		MaxIntervalTicks:       uint32((tick + minSend - 1) / minSend),
-		LossThreshold:          float64(clampInt(k.LossThresholdPermille, 0, permille)) / permille,
+		LossThreshold:          float64(threshold) / permille,
 		DelayMarginMs:          uint32(clampInt(k.DelayMarginMs, 0, math.MaxUint32)),
 		BacklogThresholdBytes:  uint32(clampInt(k.BacklogThresholdBytes, 0, math.MaxUint32)),
 		IncreaseStep:           float64(clampInt(k.IncreaseStepPermille, 1, permille)) / permille,
@@ -189,6 +245,9 @@ func MakeParams(k Knobs) Params {
 		BaselineHoldTicks:      uint32(hold),
 		TickRateHz:             uint32(tick),
 		MinFrameBytes:          minFrameBytes(k.MinFrameBytes),
+		LossCeiling:            float64(clampInt(k.LossCeilingPermille, threshold, permille)) / permille,
+		LossTestGain:           float64(clampInt(k.LossTestRatePermille, 1, permille-1)) / permille,
+		LossRetestTicks:        uint32(retest),
 	}
 }
 
@@ -211,6 +270,9 @@ func (p Params) sanitized() Params {
 	p.BudgetFloorBytes = max(p.BudgetFloorBytes, 0)
 	p.TickRateHz = min(max(p.TickRateHz, 1), MaxTickRateHz)
 	p.MinFrameBytes = clampInt(p.MinFrameBytes, 1, math.MaxInt32)
+	p.LossCeiling = clampFloat(p.LossCeiling, p.LossThreshold, 1)
+	p.LossTestGain = clampFloat(p.LossTestGain, minLossTestGain, maxLossTestGain)
+	p.LossRetestTicks = max(p.LossRetestTicks, 1)
 	return p
 }
 

@@ -1,7 +1,8 @@
 // Command bench-congestion runs netfleet's congestion-response scenario (internal/congestionlab)
-// twice — the congestion controller enabled, then disabled — and reports, per client class, the
-// two runs side by side, the reference targets with the measured figures, a JSON record of both
-// runs and a PNG plot of every client's send rate and snapshot age over time.
+// twice — the congestion controller enabled, then disabled — and reports, per client class
+// (healthy, lossy, bursty, capped, lossy-capped, policed, drop), the two runs side by side, the
+// reference targets with the measured figures, a JSON record of both runs and a PNG plot of every
+// client's send rate and snapshot age over time.
 //
 //	go run ./hack/bench-congestion --out _out/bench
 //
@@ -147,7 +148,7 @@ type phase struct {
 }
 
 var phases = []phase{
-	{"warm-up", func(*congestionlab.Result) int { return congestionlab.SettleSec }, func(r *congestionlab.Result) int { return r.ImpairFrom }},
+	{"warm-up", func(*congestionlab.Result) int { return congestionlab.WarmupFrom }, func(r *congestionlab.Result) int { return r.ImpairFrom }},
 	{"impaired", func(r *congestionlab.Result) int { return r.ImpairFrom }, func(r *congestionlab.Result) int { return r.ImpairTo }},
 	{"recovery", func(r *congestionlab.Result) int { return r.ImpairTo }, func(r *congestionlab.Result) int { return 0 }},
 }
@@ -161,11 +162,19 @@ func writeTables(w io.Writer, rec record) error {
 	for _, r := range []*congestionlab.Result{e, d} {
 		fmt.Fprintf(w, "server, controller %s: %s\n", runName(r.Options.ControllerEnabled), serverLine(r))
 		if !r.DemandMeasuredCleanly() {
-			fmt.Fprintf(w, "  WARNING: the server did not keep time while the capped clients' demand was measured (a loaded machine);\n"+
-				"  their caps (%v B/s) are half of a degraded demand\n", r.Cap)
+			fmt.Fprintf(w, "  WARNING: the server did not keep time while the proxied clients' demand was measured (a loaded machine);\n"+
+				"  their caps and policers (%v B/s) are fractions of a degraded demand\n", r.Limit)
 		}
 	}
-	for _, class := range []string{congestionlab.ClassHealthy, congestionlab.ClassLossy, congestionlab.ClassCapped} {
+	queueing := map[string][2]congestionlab.QueueFigures{
+		congestionlab.ClassCapped:      {rec.Targets.Enabled.Capped, rec.Targets.Disabled.Capped},
+		congestionlab.ClassLossyCapped: {rec.Targets.Enabled.LossyCapped, rec.Targets.Disabled.LossyCapped},
+		congestionlab.ClassDrop:        {rec.Targets.Enabled.Drop, rec.Targets.Disabled.Drop},
+	}
+	for _, class := range congestionlab.Classes {
+		if len(e.Clients(class)) == 0 {
+			continue
+		}
 		fmt.Fprintf(w, "\nclass %s (%d clients)\n", class, len(e.Clients(class)))
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 		header := "\t"
@@ -199,19 +208,25 @@ func writeTables(w io.Writer, rec record) error {
 		if err := tw.Flush(); err != nil {
 			return fmt.Errorf("write tables: %w", err)
 		}
-		if class == congestionlab.ClassCapped {
+		if q, ok := queueing[class]; ok {
 			fmt.Fprintf(w, "linkem queueing delay p95 ms per client at the end of the impairment (counted since the client's\n"+
 				"first packet, warm-up included, so below the impairment's own): on %.0f, off %.0f\n",
-				rec.Targets.Enabled.Capped.LinkemQueueP95Ms, rec.Targets.Disabled.Capped.LinkemQueueP95Ms)
+				q[0].LinkemQueueP95Ms, q[1].LinkemQueueP95Ms)
+		}
+		if class == congestionlab.ClassPoliced {
+			p := rec.Targets
+			fmt.Fprintf(w, "bytes sent per second from %d s into the impairment over the policer's rate, per client: on %.2f, off %.2f;\n"+
+				"packets the policer dropped then: on %.0f%%, off %.0f%%\n", congestionlab.SettleSec,
+				p.Enabled.Policed.SentShare, p.Disabled.Policed.SentShare, p.Enabled.Policed.DroppedPct, p.Disabled.Policed.DroppedPct)
 		}
 	}
 	fmt.Fprintln(w, "\ntargets (controller enabled unless stated):")
 	for _, v := range rec.Targets.Verdicts {
-		mark := "MET    "
+		mark := "MET   "
 		if !v.Met {
-			mark = "NOT MET"
+			mark = "MISSED"
 		}
-		fmt.Fprintf(w, "  %s  %s\n           measured: %s\n", mark, v.Target, v.Measured)
+		fmt.Fprintf(w, "  %s  %s\n          measured: %s\n", mark, v.Target, v.Measured)
 	}
 	return nil
 }
@@ -240,48 +255,97 @@ func sendHz(r *congestionlab.Result, class string, from, to int) float64 {
 // queueP95 is the class's snapshot-age p95 in the phase above its warm-up median: the queueing
 // delay on loopback, where a snapshot's age is its one-way delay.
 func queueP95(r *congestionlab.Result, class string, p phase) float64 {
-	base := r.Window(class, congestionlab.SettleSec, r.ImpairFrom).AgeP50Ms
+	base := r.Window(class, congestionlab.WarmupFrom, r.ImpairFrom).AgeP50Ms
 	return r.Window(class, p.from(r), p.to(r)).AgeP95Ms - base
 }
 
 func verdicts(e *congestionlab.Result, te, td congestionlab.Targets) []verdict {
-	l, c, h := te.Lossy, te.Capped, te.Healthy
-	out := []verdict{
-		{
-			Target: fmt.Sprintf("lossy: send rate <= %d Hz within %d s of the impairment starting", congestionlab.LossyMaxHz, congestionlab.LossyBackoffSec),
-			Measured: fmt.Sprintf("held from %v s per client (two-second mean); highest after %d s: %.1f Hz two-second mean, %.1f Hz in one second",
-				l.BackoffSec, congestionlab.LossyBackoffSec, l.MaxSentHz, l.MaxSecondSentHz),
-			Met: l.BackoffOK,
-		},
-		{
-			Target:   fmt.Sprintf("lossy: back to >= %d Hz within %d s of the impairment ending", congestionlab.LossyRecoveredHz, congestionlab.LossyRecoverySec),
-			Measured: fmt.Sprintf("held from %v s per client", l.RecoverySec),
-			Met:      l.RecoveryOK,
-		},
-		{
-			Target:   fmt.Sprintf("capped: backed off, send rate <= %d Hz (median from %d s into the impairment)", congestionlab.CappedMaxHz, congestionlab.LossyBackoffSec),
-			Measured: fmt.Sprintf("median %v Hz per client", c.SentHz),
-			Met:      c.BackoffOK,
-		},
-		{
-			Target: fmt.Sprintf("capped: queueing delay p95 <= %d ms above base", congestionlab.CappedMaxQueueMs),
-			Measured: fmt.Sprintf("%.0f ms over the impairment (%.0f ms after its first %d s) above the warm-up base of %.0f ms; "+
-				"%.0f ms above the capped path's own delay (impairment p5 %.0f ms: one packet's serialization at the cap)",
-				c.QueueP95Ms, c.SteadyQueueP95Ms, congestionlab.LossyBackoffSec, c.BaseAgeMs, c.QueueP95AboveLinkMs, c.LinkAgeP5Ms),
-			Met: c.QueueP95Ms <= congestionlab.CappedMaxQueueMs,
-		},
-		{
-			Target: fmt.Sprintf("capped, controller disabled: queueing delay p95 >= %d ms", congestionlab.CappedMinQueueMsOff),
-			Measured: fmt.Sprintf("%.0f ms over the impairment above the warm-up base of %.0f ms; %.0f ms above the capped path's own delay (p5 %.0f ms)",
-				td.Capped.QueueP95Ms, td.Capped.BaseAgeMs, td.Capped.QueueP95AboveLinkMs, td.Capped.LinkAgeP5Ms),
-			Met: td.Capped.QueueP95Ms >= congestionlab.CappedMinQueueMsOff,
-		},
-		{
-			Target:   fmt.Sprintf("healthy: median >= %d Hz in every second", congestionlab.HealthyMinHz),
-			Measured: healthyMeasured(e, h),
-			Met:      len(h.Below) == 0,
-		},
+	var out []verdict
+	for _, rl := range []struct {
+		class   string
+		on, off congestionlab.RandomLossFigures
+	}{{congestionlab.ClassLossy, te.Lossy, td.Lossy}, {congestionlab.ClassBursty, te.Bursty, td.Bursty}} {
+		if rl.on.Clients == 0 {
+			continue
+		}
+		sh := 0.0
+		if rl.off.AppliedPerSec > 0 {
+			sh = rl.on.AppliedPerSec / rl.off.AppliedPerSec
+		}
+		out = append(out, verdict{
+			Target: fmt.Sprintf("%s (random loss): updates applied/s over the impairment >= %.0f%% of the controller disabled's",
+				rl.class, 100*congestionlab.RandomMinUpdatesShare),
+			Measured: fmt.Sprintf("%.0f%%: %.0f vs %.0f updates/s; median send rate from %d s in %v Hz per client; loss %.1f%% vs %.1f%%",
+				100*sh, rl.on.AppliedPerSec, rl.off.AppliedPerSec, congestionlab.SettleSec, rl.on.SentHz, rl.on.LossPct, rl.off.LossPct),
+			Met: sh >= congestionlab.RandomMinUpdatesShare,
+		})
 	}
+	out = append(out, verdict{
+		Target:   fmt.Sprintf("capped: backed off, send rate <= %d Hz (median from %d s into the impairment)", congestionlab.CappedMaxHz, congestionlab.SettleSec),
+		Measured: fmt.Sprintf("median %v Hz per client", te.Capped.SentHz),
+		Met:      te.Capped.BackoffOK,
+	})
+	// The capped class is judged over the whole impairment, its onset's queue included; the
+	// classes whose cap comes with random loss or halfway through are judged once their onset's
+	// queue has had SettleSec to drain (the onset is the capped class's, over fewer seconds).
+	for _, q := range []struct {
+		class  string
+		steady bool
+		f      congestionlab.QueueFigures
+	}{
+		{congestionlab.ClassCapped, false, te.Capped},
+		{congestionlab.ClassLossyCapped, true, te.LossyCapped},
+		{congestionlab.ClassDrop, true, te.Drop},
+	} {
+		if q.f.Clients == 0 {
+			continue
+		}
+		target, got := fmt.Sprintf("%s: queueing delay p95 <= %d ms above base", q.class, congestionlab.QueueMaxMs), q.f.QueueP95Ms
+		if q.steady {
+			target = fmt.Sprintf("%s: queueing delay p95 <= %d ms above base from %d s after the cap began", q.class, congestionlab.QueueMaxMs, congestionlab.SettleSec)
+			got = q.f.SteadyQueueP95Ms
+		}
+		out = append(out, verdict{
+			Target: target,
+			Measured: fmt.Sprintf("%.0f ms from the cap on (second %d), %.0f ms after its first %d s, above the warm-up base of %.0f ms; "+
+				"%.0f ms above the capped path's own delay (p5 %.0f ms: one packet's serialization at the cap); send rate %v Hz",
+				q.f.QueueP95Ms, q.f.Onset, q.f.SteadyQueueP95Ms, congestionlab.SettleSec, q.f.BaseAgeMs, q.f.QueueP95AboveLinkMs, q.f.LinkAgeP5Ms, q.f.SentHz),
+			Met: got <= congestionlab.QueueMaxMs,
+		})
+	}
+	out = append(out, verdict{
+		Target: fmt.Sprintf("capped, controller disabled: queueing delay p95 >= %d ms", congestionlab.CappedMinQueueMsOff),
+		Measured: fmt.Sprintf("%.0f ms over the impairment above the warm-up base of %.0f ms; %.0f ms above the capped path's own delay (p5 %.0f ms)",
+			td.Capped.QueueP95Ms, td.Capped.BaseAgeMs, td.Capped.QueueP95AboveLinkMs, td.Capped.LinkAgeP5Ms),
+		Met: td.Capped.QueueP95Ms >= congestionlab.CappedMinQueueMsOff,
+	})
+	if te.Policed.Clients > 0 {
+		out = append(out, verdict{
+			Target: fmt.Sprintf("policed: backs off within %d s (sent at most %.0f%% of what the policer passes, on average from then on)",
+				congestionlab.PolicedBackoffSec, 100*congestionlab.PolicedMaxShare),
+			Measured: fmt.Sprintf("from %v s after the impairment started, per client (disabled: %v, -1 never); sent %.2f of the policer's rate after %d s (disabled: %.2f)",
+				te.Policed.BackoffSec, td.Policed.BackoffSec, te.Policed.SentShare, congestionlab.SettleSec, td.Policed.SentShare),
+			Met: te.Policed.BackoffOK,
+		})
+	}
+	var rec []string
+	for _, class := range congestionlab.ImpairedClasses {
+		if s, ok := te.RecoverySec[class]; ok {
+			rec = append(rec, fmt.Sprintf("%s %v", class, s))
+		}
+	}
+	out = append(out,
+		verdict{
+			Target:   fmt.Sprintf("impaired classes: back to >= %d Hz within %d s of the impairment ending", congestionlab.RecoveredHz, congestionlab.RecoverySec),
+			Measured: "held from (s, per client) " + strings.Join(rec, "; "),
+			Met:      te.RecoveryOK,
+		},
+		verdict{
+			Target:   fmt.Sprintf("healthy: median >= %d Hz in every second", congestionlab.HealthyMinHz),
+			Measured: healthyMeasured(e, te.Healthy),
+			Met:      len(te.Healthy.Below) == 0,
+		},
+	)
 	return out
 }
 

@@ -14,9 +14,13 @@ import (
 )
 
 var classColors = map[string]color.RGBA{
-	congestionlab.ClassHealthy: {R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff},
-	congestionlab.ClassLossy:   {R: 0xff, G: 0x7f, B: 0x0e, A: 0xff},
-	congestionlab.ClassCapped:  {R: 0xd6, G: 0x27, B: 0x28, A: 0xff},
+	congestionlab.ClassHealthy:     {R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff},
+	congestionlab.ClassLossy:       {R: 0xff, G: 0x7f, B: 0x0e, A: 0xff},
+	congestionlab.ClassBursty:      {R: 0xbc, G: 0xbd, B: 0x22, A: 0xff},
+	congestionlab.ClassCapped:      {R: 0xd6, G: 0x27, B: 0x28, A: 0xff},
+	congestionlab.ClassLossyCapped: {R: 0x94, G: 0x67, B: 0xbd, A: 0xff},
+	congestionlab.ClassPoliced:     {R: 0x1f, G: 0x77, B: 0xb4, A: 0xff},
+	congestionlab.ClassDrop:        {R: 0x8c, G: 0x56, B: 0x4b, A: 0xff},
 }
 
 // writePlot draws a 2x2 grid: send rate and snapshot age p95 of every client per second, with
@@ -88,7 +92,10 @@ func seriesPlot(r *congestionlab.Result, title, yLabel string, value func(*botsw
 		line.Width = vg.Points(1)
 		p.Add(line)
 	}
-	for _, class := range []string{congestionlab.ClassHealthy, congestionlab.ClassLossy, congestionlab.ClassCapped} {
+	for _, class := range congestionlab.Classes {
+		if len(r.Clients(class)) == 0 {
+			continue
+		}
 		l, err := plotter.NewLine(plotter.XYs{{X: 0, Y: 0}, {X: 0, Y: 0}})
 		if err != nil {
 			return nil, fmt.Errorf("plot legend: %w", err)

@@ -1,19 +1,21 @@
-// Command congestion-sim measures, over many simulated runs, how the congestion controller treats
-// a peer on a link with random loss: how often it is sent more than the lossy target allows while
-// the loss lasts, and how soon it is back at full rate once the link heals. It runs the game
-// server's own congestion.Controller and congestion.LossEstimator, with the session's parameters
-// for a netcode config, against a simulated path: the snapshot stream, the client's ACKs (kept as
-// the game client keeps them, protocol.AckState), and ENet's smoothed RTT from its periodic pings.
+// Command congestion-sim measures, over thousands of simulated links, how well the congestion
+// controller tells random loss from congestion: how often a link that only loses packets at
+// random is backed off, and how often a congested link is not. It runs the game server's own
+// congestion.Controller and congestion.LossEstimator, with the session's parameters and budgets
+// for a netcode config, against simulated paths: the snapshot stream as a session sends it, the
+// client's ACKs (kept as the game client keeps them, protocol.AckState), and ENet's smoothed RTT
+// from its periodic pings.
 //
-// The congestion-response scenario (make bench-congestion) runs real clients, but a run takes a
-// minute and shows four lossy clients; whether a target holds with a margin, or only most of the
-// time, takes thousands of runs. On a link with loss alone, random loss cannot be told from a
-// link that healed but by a long enough stretch without loss, so the two lossy targets pull
-// against each other: the evidence a peer needs before it is sent full rate again decides both
-// how often a lossy link's loss-free stretches earn it full rate, and how long a healed link
-// waits for it. The scenario's lossy link also adds delay, which the controller holds against
-// for as long as the loss lasts (gameserver/congestion, "The delay baselines"); --delay-ms 0
-// shows the link with loss alone.
+// Each link is clean for a warm-up, impaired for a while, then clean again, and runs twice, with
+// the controller and without. Half the links only lose packets — independently or in bursts,
+// with or without a delay added at the same time — and are backed off if they were delivered
+// less than 85% of what the same link delivered without the controller. The other half are
+// congested — capped with a queue, capped and lossy, policed, or clean until their capacity
+// drops halfway through — and are not backed off if, from 2 s after the congestion began, they
+// were sent more than 110% of what their path carries.
+//
+// The congestion-response scenario (make bench-congestion) runs real clients, a few per class;
+// whether a result holds for most links, or only for the few, takes thousands of them.
 //
 //	go run ./hack/congestion-sim --runs 2000 --out _out/bench
 //
@@ -26,7 +28,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -35,11 +36,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/netfleet/netfleet/api/netcode"
-	"github.com/netfleet/netfleet/gameserver/broadcast"
-	"github.com/netfleet/netfleet/gameserver/congestion"
-	"github.com/netfleet/netfleet/gameserver/protocol"
 	"github.com/netfleet/netfleet/gameserver/session"
-	"github.com/netfleet/netfleet/internal/congestionlab"
 )
 
 func main() {
@@ -49,55 +46,51 @@ func main() {
 	}
 }
 
-// Scenario is one simulated peer's timeline, in seconds: healthy, then impaired, then healthy.
-type Scenario struct {
-	WarmupSec   int     `json:"warmupSec"`
-	ImpairedSec int     `json:"impairedSec"`
-	RecoverySec int     `json:"recoverySec"`
-	LossRatio   float64 `json:"lossRatio"`
-	DelayMs     float64 `json:"delayMs"`
-	// BaseOneWayMs is each direction's delay on the healthy path.
-	BaseOneWayMs float64 `json:"baseOneWayMs"`
-	// FrameBytes is the size of every snapshot packet.
-	FrameBytes int `json:"frameBytes"`
+// The goals for the two rates.
+const (
+	RandomBackedOffGoal   = 0.05
+	CongestedNotBackedOff = 0.05
+)
+
+// KindSummary is the links of one kind measured.
+type KindSummary struct {
+	Kind      string `json:"kind"`
+	Congested bool   `json:"congested"`
+	Links     int    `json:"links"`
+	// Missed counts the random-loss links backed off, or the congested links not.
+	Missed int `json:"missed"`
+	// DeliveredShareP50 and P5 are quantiles of the links' DeliveredShare; SentShareP50 and P95
+	// of a congested kind's SentShare; QueueP95MsP50 is the median link's queueing p95, and
+	// LossPctP50 the median link's loss, both from congestedSettleSec after the onset.
+	DeliveredShareP50 float64 `json:"deliveredShareP50"`
+	DeliveredShareP5  float64 `json:"deliveredShareP5"`
+	SentShareP50      float64 `json:"sentShareP50,omitempty"`
+	SentShareP95      float64 `json:"sentShareP95,omitempty"`
+	QueueP95MsP50     float64 `json:"queueP95MsP50"`
+	LossPctP50        float64 `json:"lossPctP50"`
+	// RecoveryP90Sec and RecoveryMaxSec are quantiles of the links' RecoverySec.
+	RecoveryP90Sec int `json:"recoveryP90Sec"`
+	RecoveryMaxSec int `json:"recoveryMaxSec"`
 }
 
-// PeerRun is what one simulated peer was sent.
-type PeerRun struct {
-	// Sent is the snapshot packets sent to the peer in each second.
-	Sent []int `json:"sent"`
-	// MaxImpairedHz is the highest two-second mean of Sent over the impairment from
-	// congestionlab.LossyBackoffSec after it started (the measure of make bench-congestion).
-	MaxImpairedHz float64 `json:"maxImpairedHz"`
-	// MedianImpairedHz is the median of Sent over the same seconds.
-	MedianImpairedHz float64 `json:"medianImpairedHz"`
-	// RecoverySec is how many seconds after the impairment ended the peer was sent at least
-	// congestionlab.LossyRecoveredHz in every second to the end of the run.
-	RecoverySec int `json:"recoverySec"`
-}
-
-// Summary is the runs measured against the lossy targets of the congestion response.
+// Summary is the run measured.
 type Summary struct {
-	Runs int `json:"runs"`
-	// HoldFailures counts the peers whose MaxImpairedHz exceeded congestionlab.LossyMaxHz;
-	// HoldFailureRatio is their share, and ScenarioHoldFailureRatio the chance that at least one
-	// of the scenario's lossy clients (congestionlab.DefaultOptions) fails, runs being independent.
-	HoldFailures             int     `json:"holdFailures"`
-	HoldFailureRatio         float64 `json:"holdFailureRatio"`
-	ScenarioHoldFailureRatio float64 `json:"scenarioHoldFailureRatio"`
-	// RecoveryHistogram[s] counts the peers with RecoverySec s; RecoveryLate those over
-	// congestionlab.LossyRecoverySec.
-	RecoveryHistogram []int   `json:"recoveryHistogram"`
-	RecoveryP50Sec    int     `json:"recoveryP50Sec"`
-	RecoveryP90Sec    int     `json:"recoveryP90Sec"`
-	RecoveryP99Sec    int     `json:"recoveryP99Sec"`
-	RecoveryMaxSec    int     `json:"recoveryMaxSec"`
-	RecoveryLate      int     `json:"recoveryLate"`
-	MedianImpairedHz  float64 `json:"medianImpairedHz"`
+	Kinds []KindSummary `json:"kinds"`
+	// RandomLinks and CongestedLinks count the links of either half; RandomBackedOff the
+	// random-loss links backed off, CongestedNotBackedOff the congested links not, and the
+	// ratios their shares.
+	RandomLinks                int     `json:"randomLinks"`
+	RandomBackedOff            int     `json:"randomBackedOff"`
+	RandomBackedOffRatio       float64 `json:"randomBackedOffRatio"`
+	CongestedLinks             int     `json:"congestedLinks"`
+	CongestedNotBackedOff      int     `json:"congestedNotBackedOff"`
+	CongestedNotBackedOffRatio float64 `json:"congestedNotBackedOffRatio"`
+	// Missed are the links behind the counts.
+	Missed []Verdict `json:"missed"`
 }
 
 type record struct {
-	Scenario Scenario              `json:"scenario"`
+	Timeline Timeline              `json:"timeline"`
 	Netcode  netcode.NetcodeConfig `json:"netcode"`
 	Seed     uint64                `json:"seed"`
 	Summary  Summary               `json:"summary"`
@@ -107,11 +100,10 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("congestion-sim", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	out := fs.String("out", "_out/bench", "directory for congestion-sim.json")
-	runs := fs.Int("runs", 2000, "simulated peers")
-	seed := fs.Uint64("seed", 1, "seed of the first peer's loss; peer i uses seed+i")
-	loss := fs.Float64("loss", 0.05, "the impaired path's downstream loss ratio")
-	delay := fs.Float64("delay-ms", 80, "the impaired path's added downstream delay")
-	ncJSON := fs.String("netcode", "{}", "the netcode config as JSON, e.g. '{\"congestion\":{\"minSendHz\":20}}'")
+	runs := fs.Int("runs", 2000, "simulated links: half random-loss, half congested, split evenly between the kinds of each")
+	seed := fs.Uint64("seed", 1, "seed of the first link; link i uses seed+i")
+	only := fs.String("kind", "", "simulate only the links of this kind")
+	ncJSON := fs.String("netcode", "{}", "the netcode config as JSON, e.g. '{\"congestion\":{\"lossCeilingPermille\":100}}'")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -120,10 +112,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	case *runs < 1:
 		return errors.New("--runs must be at least 1")
-	case *loss < 0 || *loss > 1:
-		return fmt.Errorf("--loss %v out of range [0, 1]", *loss)
-	case *delay < 0:
-		return fmt.Errorf("--delay-ms %v must not be negative", *delay)
+	case *only != "" && !slices.ContainsFunc(kinds, func(k kind) bool { return k.name == *only }):
+		return fmt.Errorf("--kind %q is none of %s", *only, kindNames())
 	}
 	var nc netcode.NetcodeConfig
 	dec := json.NewDecoder(strings.NewReader(*ncJSON))
@@ -131,20 +121,16 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if err := dec.Decode(&nc); err != nil {
 		return fmt.Errorf("--netcode: %w", err)
 	}
-	lab := congestionlab.DefaultOptions()
-	sc := Scenario{
-		WarmupSec: int(lab.Warmup.Seconds()), ImpairedSec: int(lab.Impaired.Seconds()), RecoverySec: int(lab.Recovery.Seconds()),
-		LossRatio: *loss, DelayMs: *delay, BaseOneWayMs: 0.5, FrameBytes: 300,
-	}
-	sum, err := simulate(nc, sc, *seed, *runs)
+	tl := Timeline{WarmupSec: 6, ImpairedSec: 12, RecoverySec: 10}
+	sum, err := simulate(nc, tl, *seed, *runs, *only)
 	if err != nil {
 		return err
 	}
-	writeTable(stdout, sc, sum)
+	writeTable(stdout, tl, sum)
 	if err := os.MkdirAll(*out, 0o755); err != nil {
 		return fmt.Errorf("output directory: %w", err)
 	}
-	b, err := json.MarshalIndent(record{Scenario: sc, Netcode: nc, Seed: *seed, Summary: sum}, "", " ")
+	b, err := json.MarshalIndent(record{Timeline: tl, Netcode: nc, Seed: *seed, Summary: sum}, "", " ")
 	if err != nil {
 		return fmt.Errorf("encode JSON: %w", err)
 	}
@@ -156,141 +142,153 @@ func run(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-// simulate runs n peers with seeds seed..seed+n-1 and measures them.
-func simulate(nc netcode.NetcodeConfig, sc Scenario, seed uint64, n int) (Summary, error) {
+func kindNames() string {
+	var names []string
+	for _, k := range kinds {
+		names = append(names, fmt.Sprintf("%q", k.name))
+	}
+	return strings.Join(names, ", ")
+}
+
+// perKind is how many of n links are of kind k: half the links are random-loss, half
+// congested, split evenly between the kinds of each half, the first kinds taking one more where
+// it does not divide (all n of them for only).
+func perKind(k kind, n int, only string) int {
+	if only != "" {
+		if k.name == only {
+			return n
+		}
+		return 0
+	}
+	half := n / 2
+	if k.congested {
+		half = n - n/2
+	}
+	same, at := 0, 0
+	for _, o := range kinds {
+		if o.congested == k.congested {
+			if o.name == k.name {
+				at = same
+			}
+			same++
+		}
+	}
+	if at < half%same {
+		return half/same + 1
+	}
+	return half / same
+}
+
+// simulate runs the links with seeds seed, seed+1, ... and measures them.
+func simulate(nc netcode.NetcodeConfig, tl Timeline, seed uint64, n int, only string) (Summary, error) {
 	r, err := netcode.Resolve(nc)
 	if err != nil {
 		return Summary{}, fmt.Errorf("netcode: %w", err)
 	}
-	cfg, err := session.NewConfig(r, 1)
+	on, err := session.NewConfig(r, 1)
 	if err != nil {
 		return Summary{}, fmt.Errorf("netcode: %w", err)
 	}
-	s := Summary{Runs: n}
-	var recovery []int
-	var medians []float64
-	for i := range n {
-		r := simulatePeer(cfg.Congestion, cfg.TickRateHz, sc, rand.New(rand.NewPCG(seed+uint64(i), 0x6e66)))
-		if r.MaxImpairedHz > congestionlab.LossyMaxHz {
-			s.HoldFailures++
-		}
-		if r.RecoverySec > congestionlab.LossyRecoverySec {
-			s.RecoveryLate++
-		}
-		for len(s.RecoveryHistogram) <= r.RecoverySec {
-			s.RecoveryHistogram = append(s.RecoveryHistogram, 0)
-		}
-		s.RecoveryHistogram[r.RecoverySec]++
-		recovery = append(recovery, r.RecoverySec)
-		medians = append(medians, r.MedianImpairedHz)
+	off := on.Congestion
+	off.Enabled = false
+	d := r.Config()
+	b := Budgets{
+		TickRateHz: on.TickRateHz, SnapshotBytesPerTick: on.SnapshotBytesPerTick, BytesPerSecond: on.BytesPerSecond,
+		MaxPacketBytes: int(d.Budget.MaxPacketBytes), MinFrameBytes: netcode.MinSnapshotBytesPerTick,
 	}
-	s.HoldFailureRatio = float64(s.HoldFailures) / float64(n)
-	s.ScenarioHoldFailureRatio = 1 - math.Pow(1-s.HoldFailureRatio, float64(congestionlab.DefaultOptions().Lossy))
-	slices.Sort(recovery)
-	slices.Sort(medians)
-	q := func(p float64) int { return recovery[min(len(recovery)-1, int(p*float64(len(recovery))))] }
-	s.RecoveryP50Sec, s.RecoveryP90Sec, s.RecoveryP99Sec, s.RecoveryMaxSec = q(0.5), q(0.9), q(0.99), recovery[len(recovery)-1]
-	s.MedianImpairedHz = medians[len(medians)/2]
+	var s Summary
+	next := seed
+	for _, k := range kinds {
+		var verdicts []Verdict
+		for range perKind(k, n, only) {
+			linkSeed := next
+			next++
+			rng := rand.New(rand.NewPCG(linkSeed, 0x11c))
+			l := Link{Kind: k.name, Seed: linkSeed, BaseOneWayMs: uniform(rng, 1, 40), AckJitterMs: uniform(rng, 0, 10), FrameBytes: frameBytes(rng)}
+			full := float64(b.TickRateHz * min(l.FrameBytes, b.SnapshotBytesPerTick))
+			l.Impaired, l.Later, l.LaterSec = k.draw(rng, full, tl.ImpairedSec)
+			v := judge(k, l, tl, simulatePeer(on.Congestion, b, l, tl, linkSeed), simulatePeer(off, b, l, tl, linkSeed))
+			verdicts = append(verdicts, v)
+			if v.Missed {
+				s.Missed = append(s.Missed, v)
+			}
+		}
+		if len(verdicts) == 0 {
+			continue
+		}
+		ks := summarize(k, verdicts)
+		s.Kinds = append(s.Kinds, ks)
+		if k.congested {
+			s.CongestedLinks += ks.Links
+			s.CongestedNotBackedOff += ks.Missed
+		} else {
+			s.RandomLinks += ks.Links
+			s.RandomBackedOff += ks.Missed
+		}
+	}
+	s.RandomBackedOffRatio = share(float64(s.RandomBackedOff), float64(s.RandomLinks))
+	s.CongestedNotBackedOffRatio = share(float64(s.CongestedNotBackedOff), float64(s.CongestedLinks))
 	return s, nil
 }
 
-// pendingAck is a client ACK on its way to the server.
-type pendingAck struct {
-	atMs      float64
-	latest    uint16
-	preceding uint64
+// frameBytes draws what a peer's frames carry: from a few entities' changes a tick, as the
+// congestion benchmark's clients see, to more than the default 2400-byte budget.
+func frameBytes(rng *rand.Rand) int {
+	if rng.Float64() < 0.5 {
+		return int(uniform(rng, 100, 600))
+	}
+	return int(uniform(rng, 600, 3000))
 }
 
-// simulatePeer runs one peer through the scenario, tick by tick, as the session does: the ACKs
-// that arrived are given to the loss estimator, the estimator judges what is due, the controller
-// steps with the tick's sample, and a snapshot packet goes out when the controller says so.
-func simulatePeer(p congestion.Params, tickRateHz int, sc Scenario, rng *rand.Rand) PeerRun {
-	var c congestion.Controller
-	c.Reset(p)
-	var est congestion.LossEstimator
-	tickMs := 1000 / float64(tickRateHz)
-	pingMs := float64(broadcast.PingInterval.Milliseconds())
-	total := sc.WarmupSec + sc.ImpairedSec + sc.RecoverySec
-	sent := make([]int, total)
-
-	var acks []pendingAck
-	var client protocol.AckState
-	var seq uint16
-	rtt := 2 * sc.BaseOneWayMs // ENet's smoothed RTT
-	lastPing := math.Inf(-1)
-	lastSent := uint64(congestion.NeverSent)
-	for tick := range uint64(total * tickRateHz) {
-		now := float64(tick) * tickMs
-		sec := int(tick) / tickRateHz
-		down, loss := sc.BaseOneWayMs, 0.0
-		if sec >= sc.WarmupSec && sec < sc.WarmupSec+sc.ImpairedSec {
-			down, loss = sc.BaseOneWayMs+sc.DelayMs, sc.LossRatio
+func summarize(k kind, vs []Verdict) KindSummary {
+	ks := KindSummary{Kind: k.name, Congested: k.congested, Links: len(vs)}
+	var delivered, sent, queue, loss []float64
+	var recovery []float64
+	for _, v := range vs {
+		if v.Missed {
+			ks.Missed++
 		}
-		// ENet's ping: a reliable command, so a lost one is resent and still measures the path;
-		// ENet moves its RTT an eighth of the way to each sample.
-		if now-lastPing >= pingMs {
-			lastPing = now
-			rtt += (down + sc.BaseOneWayMs - rtt) / 8
-		}
-		kept := acks[:0]
-		for _, a := range acks {
-			if a.atMs <= now {
-				est.OnAckFieldAt(a.latest, a.preceding, int64(now))
-			} else {
-				kept = append(kept, a)
-			}
-		}
-		acks = kept
-		lossRatio := est.Update(int64(now), uint32(rtt))
-		ackRTT, haveAckRTT := est.TakeAckRTT()
-		c.Step(congestion.Sample{LossRatio: lossRatio, RTTMs: uint32(rtt), AckRTTMs: ackRTT, HaveAckRTT: haveAckRTT,
-			Delivered: est.Delivered(), NowMs: uint32(now)})
-		if !c.ShouldSend(tick, lastSent) {
-			continue
-		}
-		lastSent = tick
-		est.OnSent(seq, sc.FrameBytes, int64(now))
-		sent[sec]++
-		if rng.Float64() >= loss {
-			// The client acknowledges on receipt.
-			client.Receive(seq)
-			acks = append(acks, pendingAck{atMs: now + down + sc.BaseOneWayMs, latest: client.Latest, preceding: client.Received})
-		}
-		seq++
+		delivered = append(delivered, v.DeliveredShare)
+		sent = append(sent, v.SentShare)
+		queue = append(queue, v.QueueP95Ms)
+		loss = append(loss, v.LossPct)
+		recovery = append(recovery, float64(v.RecoverySec))
 	}
-	return measure(sent, sc)
+	ks.DeliveredShareP50, ks.DeliveredShareP5 = quantile(delivered, 0.5), quantile(delivered, 0.05)
+	if k.congested {
+		ks.SentShareP50, ks.SentShareP95 = quantile(sent, 0.5), quantile(sent, 0.95)
+	}
+	ks.QueueP95MsP50, ks.LossPctP50 = quantile(queue, 0.5), quantile(loss, 0.5)
+	ks.RecoveryP90Sec, ks.RecoveryMaxSec = int(quantile(recovery, 0.9)), int(quantile(recovery, 1))
+	return ks
 }
 
-// measure applies the lossy targets' measures to a peer's per-second sends. A simulated client
-// receives every packet not lost, so what it was sent also measures its recovery; a peer that
-// never recovered counts as late by the whole healed stretch.
-func measure(sent []int, sc Scenario) PeerRun {
-	hz := make([]float64, len(sent))
-	for s, n := range sent {
-		hz[s] = float64(n)
-	}
-	to := sc.WarmupSec + sc.ImpairedSec
-	m := congestionlab.MeasureLossy(hz, hz, sc.WarmupSec, to, len(sent))
-	r := PeerRun{Sent: sent, MaxImpairedHz: m.MaxMeanHz, MedianImpairedHz: m.MedianHz, RecoverySec: m.RecoverySec}
-	if r.RecoverySec < 0 {
-		r.RecoverySec = len(sent) - to
-	}
-	return r
-}
-
-func writeTable(w io.Writer, sc Scenario, s Summary) {
-	fmt.Fprintf(w, "%d simulated peers: %d s healthy, %d s at %.0f%% loss and +%.0f ms, %d s healed\n\n",
-		s.Runs, sc.WarmupSec, sc.ImpairedSec, 100*sc.LossRatio, sc.DelayMs, sc.RecoverySec)
+func writeTable(w io.Writer, tl Timeline, s Summary) {
+	fmt.Fprintf(w, "%d simulated links: %d s clean, %d s impaired, %d s clean again; each run with the controller and without\n\n",
+		s.RandomLinks+s.CongestedLinks, tl.WarmupSec, tl.ImpairedSec, tl.RecoverySec)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "measure\tvalue\t\n")
-	fmt.Fprintf(tw, "median send rate while impaired (Hz)\t%.0f\t\n", s.MedianImpairedHz)
-	fmt.Fprintf(tw, "peers over %d Hz (two-second mean) from %d s into the impairment\t%d (%.1f%%)\t\n",
-		congestionlab.LossyMaxHz, congestionlab.LossyBackoffSec, s.HoldFailures, 100*s.HoldFailureRatio)
-	fmt.Fprintf(tw, "scenario runs (%d lossy clients) with one over it, expected\t%.1f%%\t\n",
-		congestionlab.DefaultOptions().Lossy, 100*s.ScenarioHoldFailureRatio)
-	fmt.Fprintf(tw, "seconds to >= %d Hz after the impairment, p50/p90/p99/max\t%d/%d/%d/%d\t\n",
-		congestionlab.LossyRecoveredHz, s.RecoveryP50Sec, s.RecoveryP90Sec, s.RecoveryP99Sec, s.RecoveryMaxSec)
-	fmt.Fprintf(tw, "peers later than %d s\t%d\t\n", congestionlab.LossyRecoverySec, s.RecoveryLate)
+	fmt.Fprintln(tw, "kind\tlinks\tmissed\tdelivered on/off p50\tp5\tsent/carried p50\tp95\tqueue p95 ms p50\tloss % p50\trecovery s p90\tmax\t")
+	for _, k := range s.Kinds {
+		sentP50, sentP95 := "-", "-"
+		if k.Congested {
+			sentP50, sentP95 = fmt.Sprintf("%.2f", k.SentShareP50), fmt.Sprintf("%.2f", k.SentShareP95)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%.2f\t%.2f\t%s\t%s\t%.0f\t%.1f\t%d\t%d\t\n", k.Kind, k.Links, k.Missed,
+			k.DeliveredShareP50, k.DeliveredShareP5, sentP50, sentP95, k.QueueP95MsP50, k.LossPctP50, k.RecoveryP90Sec, k.RecoveryMaxSec)
+	}
 	_ = tw.Flush()
-	fmt.Fprintf(w, "recovery seconds histogram: %v\n", s.RecoveryHistogram)
+	fmt.Fprintf(w, "\nmissed: a random-loss link delivered under %.0f%% of the bytes it was delivered without the controller over the\n"+
+		"impairment (backed off); a congested link sent over %.0f%% of what its path carries from %d s after its congestion began (not)\n\n",
+		100*randomMinShare, 100*congestedMaxShare, congestedSettleSec)
+	fmt.Fprintf(w, "random-loss links backed off:   %d of %d (%.1f%%), goal under %.0f%%: %s\n", s.RandomBackedOff, s.RandomLinks,
+		100*s.RandomBackedOffRatio, 100*RandomBackedOffGoal, met(s.RandomLinks > 0 && s.RandomBackedOffRatio < RandomBackedOffGoal))
+	fmt.Fprintf(w, "congested links not backed off: %d of %d (%.1f%%), goal under %.0f%%: %s\n", s.CongestedNotBackedOff, s.CongestedLinks,
+		100*s.CongestedNotBackedOffRatio, 100*CongestedNotBackedOff, met(s.CongestedLinks > 0 && s.CongestedNotBackedOffRatio < CongestedNotBackedOff))
+}
+
+func met(ok bool) string {
+	if ok {
+		return "MET"
+	}
+	return "MISSED"
 }

@@ -1,14 +1,23 @@
 // Package congestionlab runs netfleet's congestion-response scenario on one machine: a game
-// server's broadcaster in process on 127.0.0.1, two linkem proxies in front of it, and three
-// classes of real ENet bots — healthy (direct), lossy (through a proxy that adds loss and delay
-// while the impairment lasts) and capped (through a proxy that caps each client's downstream at a
-// fraction of the rate it was measured to need, with a finite queue). The impairment starts after a
-// warm-up, lasts a while and is removed again, so the result shows the back-off, the steady
-// impaired state and the recovery, per client and per second.
+// server's broadcaster in process on 127.0.0.1, a linkem proxy in front of it, and classes of
+// real ENet bots — healthy (direct) and six impaired ones, each client's path impaired on its own
+// through the proxy while the impairment lasts:
 //
-// The congestion test (test/e2e) and the congestion benchmark (hack/bench-congestion) both run it;
-// they judge the result by what the clients observed (internal/botswarm) and by linkem's per-client
-// counters.
+//   - lossy: random loss and added delay (a radio link, or a longer path): not congestion;
+//   - bursty: loss in bursts (a Gilbert-Elliott model): not congestion;
+//   - capped: a bandwidth cap at a fraction of the rate the client was measured to need, with a
+//     finite queue: congestion that queues;
+//   - lossy-capped: the cap and random loss together;
+//   - policed: a policer at a fraction of that rate, which drops what exceeds it and queues
+//     nothing: congestion that loses;
+//   - drop: clean until halfway through the impairment, then capped as the capped class.
+//
+// The impairment starts after a warm-up, lasts a while and is removed again, so the result shows
+// the response, the steady impaired state and the recovery, per client and per second.
+//
+// The congestion test and the congestion benchmark (hack/bench-congestion) both run it; they
+// judge the result by what the clients observed (internal/botswarm) and by linkem's per-client
+// counters, sampled every second.
 //
 // It is a test and benchmark tool: nothing in the game server or the operator imports it.
 package congestionlab
@@ -30,28 +39,49 @@ import (
 
 // Class names of the scenario's bots.
 const (
-	ClassHealthy = "healthy"
-	ClassLossy   = "lossy"
-	ClassCapped  = "capped"
+	ClassHealthy     = "healthy"
+	ClassLossy       = "lossy"
+	ClassBursty      = "bursty"
+	ClassCapped      = "capped"
+	ClassLossyCapped = "lossy-capped"
+	ClassPoliced     = "policed"
+	ClassDrop        = "drop"
+)
+
+// Classes are the scenario's classes in report order; ImpairedClasses those through the proxy.
+var (
+	Classes         = []string{ClassHealthy, ClassLossy, ClassBursty, ClassCapped, ClassLossyCapped, ClassPoliced, ClassDrop}
+	ImpairedClasses = Classes[1:]
 )
 
 // Options shape a scenario run. DefaultOptions gives the reference scenario.
 type Options struct {
-	// Healthy, Lossy and Capped are the bots per class.
-	Healthy, Lossy, Capped int
+	// Bots is the number of bots per class (Classes); a class left out or at 0 has none, but
+	// healthy, lossy and capped need one at least.
+	Bots map[string]int
 	// Warmup runs clean; the impairment then lasts Impaired; Recovery runs clean again. All are
 	// whole seconds, so phases align with the bots' per-second series.
 	Warmup, Impaired, Recovery time.Duration
-	// DemandWindow is the end of the warm-up over which each capped client's downstream demand is
-	// measured at linkem.
+	// DemandWindow is the end of the warm-up over which each proxied client's downstream demand
+	// is measured at linkem: the rate the caps and the policer are fractions of.
 	DemandWindow time.Duration
-	// LossRatio and DelayMs impair the lossy class's downstream.
+	// LossRatio and DelayMs impair the lossy class's downstream; LossRatio alone the
+	// lossy-capped class's, besides its cap.
 	LossRatio float64
 	DelayMs   float64
-	// CapRatio caps each capped client's downstream at this fraction of its measured demand, with
-	// a bottleneck queue of QueueMs.
-	CapRatio float64
-	QueueMs  float64
+	// BurstLossRatio is the bursty class's long-run loss, in bursts of BurstLen packets on
+	// average.
+	BurstLossRatio float64
+	BurstLen       float64
+	// CapRatio caps the capped, lossy-capped and drop clients' downstream at this fraction of
+	// their measured demand, with a bottleneck queue of QueueMs. The drop class is capped from
+	// DropAfter into the impairment.
+	CapRatio  float64
+	QueueMs   float64
+	DropAfter time.Duration
+	// PolicerRatio polices the policed clients' downstream at this fraction of their measured
+	// demand, with linkem's default bucket.
+	PolicerRatio float64
 	// Netcode is the server's netcode config; absent fields take their defaults.
 	// ControllerEnabled overrides its congestion.enabled.
 	Netcode netcode.NetcodeConfig
@@ -71,15 +101,23 @@ type Options struct {
 	Progress func(p botswarm.Progress, phase string) `json:"-"`
 }
 
-// DefaultOptions is the reference scenario: 8 healthy, 4 lossy (5% loss, 80 ms delay) and 4
-// capped clients (half their demand, 200 ms queue); 6 s warm-up, 12 s impaired, 10 s recovery.
+// DefaultOptions is the reference scenario: 8 healthy clients, 4 lossy (5% loss, 80 ms added),
+// 4 capped (half their demand, 200 ms queue) and 2 of each other class (bursty: 5% in bursts of
+// 4 packets; lossy-capped: 5% loss and the cap; policed: 60% of their demand; drop: the cap from
+// 6 s into the impairment); 6 s warm-up, 12 s impaired, 10 s recovery. 24 clients and the server
+// share two cores with the benchmark's other work: more would starve the tick loop now and then.
 func DefaultOptions() Options {
 	return Options{
-		Healthy: 8, Lossy: 4, Capped: 4,
+		Bots: map[string]int{
+			ClassHealthy: 8, ClassLossy: 4, ClassCapped: 4,
+			ClassBursty: 2, ClassLossyCapped: 2, ClassPoliced: 2, ClassDrop: 2,
+		},
 		Warmup: 6 * time.Second, Impaired: 12 * time.Second, Recovery: 10 * time.Second,
 		DemandWindow: 3 * time.Second,
 		LossRatio:    0.05, DelayMs: 80,
-		CapRatio: 0.5, QueueMs: 200,
+		BurstLossRatio: 0.05, BurstLen: 4,
+		CapRatio: 0.5, QueueMs: 200, DropAfter: 6 * time.Second,
+		PolicerRatio:      0.6,
 		ControllerEnabled: true,
 		Population:        2000,
 		Seed:              1,
@@ -89,131 +127,35 @@ func DefaultOptions() Options {
 
 func (o *Options) validate() error {
 	whole := func(d time.Duration) bool { return d > 0 && d%time.Second == 0 }
+	for class, n := range o.Bots {
+		if n < 0 || !isClass(class) {
+			return fmt.Errorf("congestionlab: %d bots of class %q", n, class)
+		}
+	}
 	switch {
-	case o.Healthy < 1 || o.Lossy < 1 || o.Capped < 1:
-		return errors.New("congestionlab: every class needs at least one bot")
+	case o.Bots[ClassHealthy] < 1 || o.Bots[ClassLossy] < 1 || o.Bots[ClassCapped] < 1:
+		return errors.New("congestionlab: the healthy, lossy and capped classes need at least one bot each")
 	case !whole(o.Warmup) || !whole(o.Impaired) || !whole(o.Recovery):
 		return errors.New("congestionlab: phases must be whole, positive seconds")
 	case o.DemandWindow <= 0 || o.DemandWindow >= o.Warmup:
 		return fmt.Errorf("congestionlab: demand window %v must be within the warm-up %v", o.DemandWindow, o.Warmup)
-	case o.CapRatio <= 0 || o.CapRatio > 1:
-		return fmt.Errorf("congestionlab: cap ratio %v out of range (0, 1]", o.CapRatio)
+	case o.CapRatio <= 0 || o.CapRatio > 1 || o.PolicerRatio <= 0 || o.PolicerRatio > 1:
+		return fmt.Errorf("congestionlab: cap ratio %v or policer ratio %v out of range (0, 1]", o.CapRatio, o.PolicerRatio)
+	case !whole(o.DropAfter) || o.DropAfter >= o.Impaired:
+		return fmt.Errorf("congestionlab: drop after %v must be whole seconds within the impairment %v", o.DropAfter, o.Impaired)
 	case o.Population < 1:
 		return errors.New("congestionlab: the world needs a population")
 	}
 	return nil
 }
 
-// Result is what one run observed.
-type Result struct {
-	Options Options `json:"options"`
-	// ImpairFrom and ImpairTo bound the impairment in seconds of the bots' series: it applies in
-	// [ImpairFrom, ImpairTo).
-	ImpairFrom int `json:"impairFrom"`
-	ImpairTo   int `json:"impairTo"`
-	// Demand is each capped client's measured downstream demand before the impairment, in UDP
-	// payload bytes per second at linkem, and Cap the rate it was capped at; keyed by bot id.
-	Demand map[int]float64 `json:"demand"`
-	Cap    map[int]int64   `json:"cap"`
-	// LinkemAtEnd are the proxies' per-client stats when the impairment ended, before the profiles
-	// were cleared: their queueing delays cover the run up to that moment.
-	LossyLinkem  linkem.Stats `json:"lossyLinkem"`
-	CappedLinkem linkem.Stats `json:"cappedLinkem"`
-	// Server samples the broadcaster's view of its peers once per second (by slot: the server
-	// does not know which bot a slot belongs to).
-	Server []ServerSample   `json:"server"`
-	Swarm  *botswarm.Report `json:"swarm"`
-}
-
-// ServerSample is the broadcaster's view at the end of second T: the ticks it ran in that second,
-// how late the latest of them started, the longest one's work, how many ran in overload mode, and
-// its peers.
-type ServerSample struct {
-	T               int                `json:"t"`
-	Ticks           int                `json:"ticks"`
-	MaxLateMs       float64            `json:"maxLateMs"`
-	MaxWorkMs       float64            `json:"maxWorkMs"`
-	OverloadedTicks int                `json:"overloadedTicks"`
-	Peers           []netcode.PeerInfo `json:"peers"`
-}
-
-// What a second in which the server's tick loop kept time looks like (ServerSample.KeptTime).
-const (
-	KeptMinTicks = 55
-	KeptMaxLate  = 50 * time.Millisecond
-)
-
-// KeptTime reports whether the server's tick loop kept time in the second: it ran at least
-// KeptMinTicks ticks, none started more than KeptMaxLate late, and none in overload mode. A tick
-// loop starved of CPU (a loaded machine) sends less to everyone and reads ACKs late, which the
-// congestion controller cannot tell from loss, so such a second says little about the network.
-func (s *ServerSample) KeptTime() bool {
-	return s.Ticks >= KeptMinTicks && s.MaxLateMs <= ms(KeptMaxLate) && s.OverloadedTicks == 0
-}
-
-// Clients returns the bots of a class.
-func (r *Result) Clients(class string) []botswarm.ClientReport {
-	var out []botswarm.ClientReport
-	for _, c := range r.Swarm.Clients {
-		if c.Class == class {
-			out = append(out, c)
+func isClass(name string) bool {
+	for _, c := range Classes {
+		if c == name {
+			return true
 		}
 	}
-	return out
-}
-
-// Window summarizes a class over the seconds [from, to).
-func (r *Result) Window(class string, from, to int) botswarm.Summary {
-	return botswarm.Summarize(r.Clients(class), from, to)
-}
-
-// ServerSecond returns the server sample of second t, if there is one.
-func (r *Result) ServerSecond(t int) (ServerSample, bool) {
-	for _, s := range r.Server {
-		if s.T == t {
-			return s, true
-		}
-	}
-	return ServerSample{}, false
-}
-
-// DemandMeasuredCleanly reports whether the server kept time (ServerSample.KeptTime) throughout
-// the window the capped clients' demand was measured in; if not, a loaded machine made the server
-// send less than the clients need, and the caps derived from it are too low.
-func (r *Result) DemandMeasuredCleanly() bool {
-	from := int((r.Options.Warmup - r.Options.DemandWindow) / time.Second)
-	for t := from; t < r.ImpairFrom; t++ {
-		if s, ok := r.ServerSecond(t); !ok || !s.KeptTime() {
-			return false
-		}
-	}
-	return true
-}
-
-// LinkemClient returns the proxy stats of a bot (lossy or capped) at the end of the impairment.
-func (r *Result) LinkemClient(c botswarm.ClientReport) (linkem.ClientStats, bool) {
-	st := r.LossyLinkem
-	if c.Class == ClassCapped {
-		st = r.CappedLinkem
-	}
-	port, ok := localPort(c)
-	if !ok {
-		return linkem.ClientStats{}, false
-	}
-	for _, lc := range st.Clients {
-		if lc.Addr.Port() == port {
-			return lc, true
-		}
-	}
-	return linkem.ClientStats{}, false
-}
-
-func localPort(c botswarm.ClientReport) (uint16, bool) {
-	ap, err := netip.ParseAddrPort(c.Local)
-	if err != nil {
-		return 0, false
-	}
-	return ap.Port(), true
+	return false
 }
 
 // Run runs the scenario and returns what it observed.
@@ -254,25 +196,26 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		_ = srv.Stop(stopCtx)
 	}()
 
-	lossy, err := newProxy(srv.Address(), o.Seed)
+	proxy, err := linkem.New(linkem.Config{Listen: "127.0.0.1:0", Upstream: srv.Address().String(), Seed: o.Seed})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("congestionlab: linkem: %w", err)
 	}
-	defer func() { _ = lossy.Close() }()
-	capped, err := newProxy(srv.Address(), o.Seed+1)
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = capped.Close() }()
+	defer func() { _ = proxy.Close() }()
 
 	total := o.Warmup + o.Impaired + o.Recovery
+	var classes []botswarm.Class
+	for _, name := range Classes {
+		if n := o.Bots[name]; n > 0 {
+			c := botswarm.Class{Name: name, Count: n}
+			if name != ClassHealthy {
+				c.Addr = proxy.Addr()
+			}
+			classes = append(classes, c)
+		}
+	}
 	swarm, err := botswarm.New(botswarm.Config{
-		Server: srv.Address(),
-		Classes: []botswarm.Class{
-			{Name: ClassHealthy, Count: o.Healthy},
-			{Name: ClassLossy, Count: o.Lossy, Addr: lossy.Addr()},
-			{Name: ClassCapped, Count: o.Capped, Addr: capped.Addr()},
-		},
+		Server:   srv.Address(),
+		Classes:  classes,
 		Duration: total,
 		// Connect one at a time; the server's per-source connect limiter admits a burst of 20.
 		Ramp: time.Second,
@@ -289,11 +232,12 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if o.Nice < 0 {
 		_ = boostPriority(o.Nice) // the bots' threads, if any were created from unboosted ones
 	}
-	l := &lab{o: o, srv: srv, ticks: &ticks, lossy: lossy, capped: capped, swarm: swarm, start: swarm.StartTime(), lastTick: srv.Tick()}
+	l := &lab{o: o, srv: srv, ticks: &ticks, proxy: proxy, swarm: swarm, start: swarm.StartTime(), lastTick: srv.Tick()}
 	res := &Result{
 		Options:    o,
 		ImpairFrom: int(o.Warmup / time.Second),
 		ImpairTo:   int((o.Warmup + o.Impaired) / time.Second),
+		DropFrom:   int((o.Warmup + o.DropAfter) / time.Second),
 	}
 	err = l.timeline(runCtx, res)
 	if err != nil {
@@ -313,27 +257,23 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	return res, nil
 }
 
-func newProxy(server netip.AddrPort, seed uint64) (*linkem.Proxy, error) {
-	p, err := linkem.New(linkem.Config{Listen: "127.0.0.1:0", Upstream: server.String(), Seed: seed})
-	if err != nil {
-		return nil, fmt.Errorf("congestionlab: linkem: %w", err)
-	}
-	return p, nil
-}
-
 // lab is one run in progress.
 type lab struct {
-	o             Options
-	srv           *broadcast.Broadcaster
-	ticks         *tickWatch
-	lossy, capped *linkem.Proxy
-	swarm         *botswarm.Swarm
-	start         time.Time
-	lastTick      uint64 // the server's tick count at the last sample
+	o        Options
+	srv      *broadcast.Broadcaster
+	ticks    *tickWatch
+	proxy    *linkem.Proxy
+	swarm    *botswarm.Swarm
+	start    time.Time
+	lastTick uint64 // the server's tick count at the last sample
+	// byAddr maps the proxied bots' addresses to their ids, and classOf their ids to their
+	// classes, from when the demand is measured.
+	byAddr  map[netip.AddrPort]int
+	classOf map[int]string
 }
 
 // timeline waits through the phases, measuring demand, applying and clearing the impairment, and
-// sampling the server every second.
+// sampling the server and the proxy every second.
 func (l *lab) timeline(ctx context.Context, res *Result) error {
 	at := func(d time.Duration) time.Time { return l.start.Add(d) }
 	demandFrom := l.o.Warmup - l.o.DemandWindow
@@ -341,58 +281,107 @@ func (l *lab) timeline(ctx context.Context, res *Result) error {
 	if err := l.until(ctx, at(demandFrom), "warm-up", res); err != nil {
 		return err
 	}
-	before := l.capped.Stats()
+	before := l.proxy.Stats()
+	bots := l.bots()
+	l.byAddr, l.classOf = map[netip.AddrPort]int{}, map[int]string{}
+	for _, c := range before.Clients {
+		if b, ok := bots[c.Addr.Port()]; ok {
+			l.byAddr[c.Addr], l.classOf[b.ID] = b.ID, b.Class
+		}
+	}
 	t0 := time.Now()
 	if err := l.until(ctx, at(l.o.Warmup), "warm-up", res); err != nil {
 		return err
 	}
-	after := l.capped.Stats()
+	after := l.proxy.Stats()
 	elapsed := time.Since(t0).Seconds()
-	res.Demand, res.Cap = map[int]float64{}, map[int]int64{}
-	byPort := l.botsByPort()
+	res.Demand, res.Limit = map[int]float64{}, map[int]int64{}
+	profiles := map[netip.AddrPort]linkem.Profile{}
 	for _, c := range after.Clients {
-		id, ok := byPort[c.Addr.Port()]
+		id, ok := l.byAddr[c.Addr]
 		if !ok {
 			continue
 		}
 		var prev uint64
-		for _, b := range before.Clients {
-			if b.Addr == c.Addr {
-				prev = b.Down.BytesIn
+		for _, p := range before.Clients {
+			if p.Addr == c.Addr {
+				prev = p.Down.BytesIn
 			}
 		}
 		demand := float64(c.Down.BytesIn-prev) / elapsed
 		res.Demand[id] = demand
-		res.Cap[id] = max(int64(demand*l.o.CapRatio), 1)
-		prof := linkem.Profile{Down: linkem.Impairment{RateBytesPerSec: res.Cap[id], QueueMs: l.o.QueueMs}}
-		if err := l.capped.SetProfile(linkem.AddrSelector(c.Addr), prof); err != nil {
-			return fmt.Errorf("congestionlab: cap client %d: %w", id, err)
+		prof, limit := l.impairment(l.classOf[id], demand)
+		res.Limit[id] = limit
+		profiles[c.Addr] = prof
+	}
+	if want := l.proxied(); len(res.Demand) != want {
+		return fmt.Errorf("congestionlab: measured the demand of %d proxied clients of %d (not all connected)", len(res.Demand), want)
+	}
+	for addr, prof := range profiles {
+		if err := l.proxy.SetProfile(linkem.AddrSelector(addr), prof); err != nil {
+			return fmt.Errorf("congestionlab: impair %v: %w", addr, err)
 		}
 	}
-	if len(res.Demand) != l.o.Capped {
-		return fmt.Errorf("congestionlab: measured the demand of %d capped clients of %d (not all connected)", len(res.Demand), l.o.Capped)
+	if err := l.until(ctx, at(l.o.Warmup+l.o.DropAfter), "impaired", res); err != nil {
+		return err
 	}
-	lossProf := linkem.Profile{Down: linkem.Impairment{Loss: l.o.LossRatio, DelayMs: l.o.DelayMs}}
-	if err := l.lossy.SetProfile(linkem.DefaultSelector(), lossProf); err != nil {
-		return fmt.Errorf("congestionlab: impair: %w", err)
+	for addr, id := range l.byAddr {
+		if l.classOf[id] != ClassDrop {
+			continue
+		}
+		capped := linkem.Profile{Down: linkem.Impairment{RateBytesPerSec: res.Limit[id], QueueMs: l.o.QueueMs}}
+		if err := l.proxy.SetProfile(linkem.AddrSelector(addr), capped); err != nil {
+			return fmt.Errorf("congestionlab: drop %v: %w", addr, err)
+		}
 	}
-
 	if err := l.until(ctx, at(l.o.Warmup+l.o.Impaired), "impaired", res); err != nil {
 		return err
 	}
-	res.LossyLinkem, res.CappedLinkem = l.lossy.Stats(), l.capped.Stats()
-	if err := l.lossy.SetProfile(linkem.DefaultSelector(), linkem.Profile{}); err != nil {
-		return fmt.Errorf("congestionlab: clear: %w", err)
-	}
-	for _, c := range res.CappedLinkem.Clients {
-		if err := l.capped.ResetProfile(linkem.AddrSelector(c.Addr)); err != nil && !errors.Is(err, linkem.ErrNoOverride) {
+	res.LinkemAtEnd = l.proxy.Stats()
+	for addr := range l.byAddr {
+		if err := l.proxy.ResetProfile(linkem.AddrSelector(addr)); err != nil && !errors.Is(err, linkem.ErrNoOverride) {
 			return fmt.Errorf("congestionlab: clear: %w", err)
 		}
 	}
 	return l.until(ctx, at(l.o.Warmup+l.o.Impaired+l.o.Recovery), "recovery", res)
 }
 
-// until waits for t, sampling the server and reporting progress at every whole second.
+// impairment is the profile of a proxied client of class at the impairment's start, for a
+// measured demand in bytes per second, and the rate its cap or policer holds it to (0: none).
+// The drop class starts clean.
+func (l *lab) impairment(class string, demand float64) (linkem.Profile, int64) {
+	capped := max(int64(demand*l.o.CapRatio), 1)
+	var imp linkem.Impairment
+	limit := int64(0)
+	switch class {
+	case ClassLossy:
+		imp = linkem.Impairment{Loss: l.o.LossRatio, DelayMs: l.o.DelayMs}
+	case ClassBursty:
+		imp = linkem.Impairment{Loss: l.o.BurstLossRatio, LossBurst: l.o.BurstLen}
+	case ClassCapped:
+		imp, limit = linkem.Impairment{RateBytesPerSec: capped, QueueMs: l.o.QueueMs}, capped
+	case ClassLossyCapped:
+		imp, limit = linkem.Impairment{Loss: l.o.LossRatio, RateBytesPerSec: capped, QueueMs: l.o.QueueMs}, capped
+	case ClassPoliced:
+		limit = max(int64(demand*l.o.PolicerRatio), 1)
+		imp = linkem.Impairment{PolicerBytesPerSec: limit}
+	case ClassDrop:
+		limit = capped
+	}
+	return linkem.Profile{Down: imp}, limit
+}
+
+// proxied is the number of bots through the proxy.
+func (l *lab) proxied() int {
+	n := 0
+	for _, c := range ImpairedClasses {
+		n += l.o.Bots[c]
+	}
+	return n
+}
+
+// until waits for t, sampling the server and the proxy and reporting progress at every whole
+// second.
 func (l *lab) until(ctx context.Context, t time.Time, phase string, res *Result) error {
 	for {
 		now := time.Now()
@@ -415,21 +404,46 @@ func (l *lab) until(ctx context.Context, t time.Time, phase string, res *Result)
 			Peers: l.srv.Peers(nil),
 		})
 		l.lastTick = tick
+		res.Link = append(res.Link, l.linkSample(sec))
 		if l.o.Progress != nil {
 			l.o.Progress(l.swarm.Progress(), phase)
 		}
 	}
 }
 
-// botsByPort maps the bots' local ports to their ids.
-func (l *lab) botsByPort() map[uint16]int {
-	out := map[uint16]int{}
+// linkSample is the proxy's per-client downstream counters at the end of second t, for the
+// clients whose bot is known.
+func (l *lab) linkSample(t int) LinkSample {
+	s := LinkSample{T: t}
+	if l.byAddr == nil {
+		return s
+	}
+	for _, c := range l.proxy.Stats().Clients {
+		if id, ok := l.byAddr[c.Addr]; ok {
+			s.Clients = append(s.Clients, LinkCounts{ID: id, BytesIn: c.Down.BytesIn, PacketsIn: c.Down.PacketsIn,
+				DroppedLoss: c.Down.DroppedLoss, DroppedPolicer: c.Down.DroppedPolicer, DroppedQueue: c.Down.DroppedQueue})
+		}
+	}
+	return s
+}
+
+// bots maps the bots' local ports to them.
+func (l *lab) bots() map[uint16]botswarm.ClientReport {
+	out := map[uint16]botswarm.ClientReport{}
 	for _, c := range l.swarm.Report().Clients {
 		if port, ok := localPort(c); ok {
-			out[port] = c.ID
+			out[port] = c
 		}
 	}
 	return out
+}
+
+func localPort(c botswarm.ClientReport) (uint16, bool) {
+	ap, err := netip.ParseAddrPort(c.Local)
+	if err != nil {
+		return 0, false
+	}
+	return ap.Port(), true
 }
 
 // tickWatch keeps the largest lateness and work of the server's ticks, and the number run in

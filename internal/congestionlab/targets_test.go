@@ -1,6 +1,7 @@
 package congestionlab
 
 import (
+	"math"
 	"reflect"
 	"testing"
 
@@ -29,25 +30,6 @@ func TestSettledFrom(t *testing.T) {
 	}
 }
 
-// TestMeasureLossy: the back-off is judged on the send rate, two seconds at a time, the recovery
-// on the received rate; impairment in seconds [2, 8) of 12.
-func TestMeasureLossy(t *testing.T) {
-	//                  0   1   2   3   4   5   6   7   8   9  10  11
-	sent := []float64{60, 60, 60, 40, 20, 20, 20, 20, 60, 60, 60, 60}
-	got := []float64{60, 60, 30, 20, 10, 10, 10, 10, 30, 50, 60, 60}
-	m := MeasureLossy(sent, got, 2, 8, 12)
-	want := LossyClient{MaxMeanHz: 20, MaxSecondHz: 20, MedianHz: 20, BackoffSec: 1, RecoverySec: 2}
-	if m != want {
-		t.Errorf("MeasureLossy = %+v, want %+v", m, want)
-	}
-	// A client still over the limit at the end of the impairment never backed off, and one
-	// under the recovered rate at the end of the run never recovered.
-	sent[6], got[11] = 60, 50
-	if m := MeasureLossy(sent, got, 2, 8, 12); m.BackoffSec != -1 || m.RecoverySec != -1 || m.MaxMeanHz != 40 {
-		t.Errorf("MeasureLossy = %+v, want back-off and recovery -1, highest mean 40 Hz", m)
-	}
-}
-
 func TestKeptTime(t *testing.T) {
 	tests := []struct {
 		s    ServerSample
@@ -66,14 +48,15 @@ func TestKeptTime(t *testing.T) {
 	}
 }
 
-// TestMeasure checks the target figures on a synthetic run: impairment in seconds [4, 8) of 12.
+// TestMeasure checks the target figures on a synthetic run: impairment in seconds [4, 8) of 12,
+// the drop class capped from 5.
 func TestMeasure(t *testing.T) {
-	client := func(id int, class string, hz []int, age int32, impairedAge int32) botswarm.ClientReport {
+	client := func(id int, class string, hz []int, age, impairedAge int32, impairedFrom int) botswarm.ClientReport {
 		c := botswarm.ClientReport{ID: id, Class: class, Local: "0.0.0.0:1000"}
 		for s, v := range hz {
-			sec := botswarm.Second{T: s, Hz: v, Packets: v, Full: true}
+			sec := botswarm.Second{T: s, Hz: v, Packets: v, Full: true, Applied: 10 * v}
 			a := age
-			if s >= 4 && s < 8 {
+			if s >= impairedFrom && s < 8 {
 				a = impairedAge
 			}
 			for range v {
@@ -84,34 +67,65 @@ func TestMeasure(t *testing.T) {
 		return c
 	}
 	full := []int{60, 60, 60, 60, 60, 60, 60, 60, 60, 60, 60, 0}
+	backed := []int{60, 60, 60, 60, 10, 10, 10, 10, 60, 60, 60, 0}
 	r := &Result{
-		ImpairFrom: 4, ImpairTo: 8,
+		ImpairFrom: 4, ImpairTo: 8, DropFrom: 5,
+		Limit: map[int]int64{7: 1000},
 		Swarm: &botswarm.Report{Clients: []botswarm.ClientReport{
-			client(0, ClassHealthy, full, 2, 2),
-			client(1, ClassHealthy, []int{60, 60, 60, 60, 60, 40, 60, 60, 60, 60, 60, 0}, 2, 2),
-			client(2, ClassHealthy, []int{60, 60, 60, 60, 60, 40, 60, 60, 60, 60, 60, 0}, 2, 2),
-			client(3, ClassLossy, []int{60, 60, 60, 60, 50, 20, 10, 10, 30, 60, 60, 0}, 2, 82),
-			client(4, ClassLossy, []int{60, 60, 60, 60, 30, 30, 30, 10, 60, 55, 60, 0}, 2, 82),
-			client(5, ClassCapped, []int{60, 60, 60, 60, 10, 10, 10, 10, 60, 60, 60, 0}, 4, 30),
+			client(0, ClassHealthy, full, 2, 2, 4),
+			client(1, ClassHealthy, []int{60, 60, 60, 60, 60, 40, 60, 60, 60, 60, 60, 0}, 2, 2, 4),
+			client(2, ClassHealthy, []int{60, 60, 60, 60, 60, 40, 60, 60, 60, 60, 60, 0}, 2, 2, 4),
+			client(3, ClassLossy, full, 2, 82, 4),
+			client(4, ClassCapped, backed, 4, 30, 4),
 			// Small frames every tick: not backed off.
-			client(6, ClassCapped, []int{60, 60, 60, 60, 60, 50, 45, 50, 60, 60, 60, 0}, 4, 30),
+			client(5, ClassCapped, []int{60, 60, 60, 60, 60, 50, 45, 50, 60, 60, 60, 0}, 4, 30, 4),
+			client(6, ClassDrop, []int{60, 60, 60, 60, 60, 60, 30, 30, 60, 40, 60, 0}, 4, 54, 5),
+			client(7, ClassPoliced, full, 2, 2, 4),
 		}},
 		Server: []ServerSample{{T: 5, Ticks: 41, MaxLateMs: 300}},
 	}
-	got := r.Measure()
-	want := Targets{
-		Lossy: LossyFigures{
-			MaxSentHz: 20, MaxSecondSentHz: 30, BackoffSec: []int{1, 0}, RecoverySec: []int{1, 0}, BackoffOK: true, RecoveryOK: true,
-		},
-		Capped: CappedFigures{
-			SentHz: []float64{10, 47.5}, BackoffOK: false,
-			BaseAgeMs: 4, AgeP95Ms: 30, SteadyAgeP95Ms: 30, QueueP95Ms: 26, SteadyQueueP95Ms: 26,
-			LinkAgeP5Ms: 30, QueueP95AboveLinkMs: 0,
-			LinkemQueueP95Ms: []float64{-1, -1}, // a synthetic run has no linkem stats
-		},
-		Healthy: HealthyFigures{MinMedianHz: 40, Below: []HealthySecond{{T: 5, MedianHz: 40, ServerTicks: 41}}},
+	// The policed client is sent 2500, then 1800, then 1000 B a second from second 4 on (from
+	// second 6, on average at most 1.25 times its policer's 1000 B/s); the policer drops 10 of
+	// its 60 packets a second.
+	for s, sent := range []uint64{1000, 1000, 1000, 1000, 2500, 1800, 1000, 1000} {
+		var prev LinkCounts
+		if s > 0 {
+			prev = r.Link[s-1].Clients[0]
+		}
+		r.Link = append(r.Link, LinkSample{T: s, Clients: []LinkCounts{{ID: 7, BytesIn: prev.BytesIn + sent,
+			PacketsIn: prev.PacketsIn + 60, DroppedPolicer: prev.DroppedPolicer + 10}}})
 	}
-	if !reflect.DeepEqual(got, want) {
-		t.Fatalf("Measure =\n %+v\nwant\n %+v", got, want)
+	got := r.Measure()
+	if got.Lossy.Clients != 1 || got.Lossy.AppliedPerSec != 600 || !reflect.DeepEqual(got.Lossy.SentHz, []float64{60}) {
+		t.Errorf("lossy %+v, want 600 updates a second at 60 Hz", got.Lossy)
+	}
+	if got.Bursty.Clients != 0 || got.LossyCapped.Clients != 0 {
+		t.Errorf("bursty %+v, lossy-capped %+v: classes without clients", got.Bursty, got.LossyCapped)
+	}
+	wantCapped := QueueFigures{
+		Clients: 2, Onset: 4, SentHz: []float64{10, 47.5}, BackoffOK: false,
+		BaseAgeMs: 4, AgeP95Ms: 30, SteadyAgeP95Ms: 30, QueueP95Ms: 26, SteadyQueueP95Ms: 26,
+		LinkAgeP5Ms: 30, QueueP95AboveLinkMs: 0,
+		LinkemQueueP95Ms: []float64{-1, -1}, // a synthetic run has no linkem stats
+	}
+	if !reflect.DeepEqual(got.Capped, wantCapped) {
+		t.Errorf("capped\n %+v\nwant\n %+v", got.Capped, wantCapped)
+	}
+	// The drop's queueing is measured from its cap on (seconds 5 to 7), its send rate from 2 s
+	// after (second 7).
+	if d := got.Drop; d.Onset != 5 || math.Abs(d.QueueP95Ms-50) > 1 || !reflect.DeepEqual(d.SentHz, []float64{30}) || !d.BackoffOK {
+		t.Errorf("drop %+v, want queueing from second 5, 50 ms above base, 30 Hz", d)
+	}
+	p := got.Policed
+	if p.Clients != 1 || !reflect.DeepEqual(p.BackoffSec, []int{2}) || !p.BackoffOK || !reflect.DeepEqual(p.SentShare, []float64{1}) ||
+		math.Abs(p.DroppedPct[0]-100.0/6) > 1e-9 {
+		t.Errorf("policed %+v, want backed off in the third second, sent the policer's rate after, a sixth dropped", p)
+	}
+	if !got.RecoveryOK || !reflect.DeepEqual(got.RecoverySec[ClassDrop], []int{2}) || !reflect.DeepEqual(got.RecoverySec[ClassCapped], []int{0, 0}) {
+		t.Errorf("recovery %v (ok %v), want the drop client back 2 s after the end, the others at once", got.RecoverySec, got.RecoveryOK)
+	}
+	wantHealthy := HealthyFigures{MinMedianHz: 40, Below: []HealthySecond{{T: 5, MedianHz: 40, ServerTicks: 41}}}
+	if !reflect.DeepEqual(got.Healthy, wantHealthy) {
+		t.Errorf("healthy %+v, want %+v", got.Healthy, wantHealthy)
 	}
 }

@@ -1,8 +1,8 @@
 // Package linkem is netfleet's userspace link emulator: a UDP proxy that sits between game clients
 // and a game server and impairs each client's path on its own — loss (Bernoulli or bursty
-// Gilbert-Elliott), delay, jitter, reordering, duplication and a bandwidth cap with a finite
-// tail-drop queue — so that congestion response can be exercised on loopback, where the kernel
-// offers no netem.
+// Gilbert-Elliott), delay, jitter, reordering, duplication, a policer (a token bucket that drops
+// what exceeds its rate) and a bandwidth cap with a finite tail-drop queue — so that congestion
+// response can be exercised on loopback, where the kernel offers no netem.
 //
 // A Proxy listens on one UDP address. Every client source address gets its own upstream socket,
 // so the server sees one distinct peer per client, and both directions (upstream: client to

@@ -32,9 +32,10 @@ const (
 
 // counters are one direction's packet accounting.
 type counters struct {
-	packetsIn, bytesIn, packetsOut, bytesOut uint64
-	droppedLoss, droppedQueue, droppedLimit  uint64
-	duplicated, reordered, sendErrors        uint64
+	packetsIn, bytesIn, packetsOut, bytesOut  uint64
+	droppedLoss, droppedPolicer, droppedQueue uint64
+	droppedLimit                              uint64
+	duplicated, reordered, sendErrors         uint64
 }
 
 // link is the impairment model of one direction of one client: pure, no I/O, no clock of its
@@ -54,6 +55,9 @@ type link struct {
 
 	linkFree int64 // when the bottleneck finishes sending what it holds
 	lastDep  int64 // departure of the last in-order packet; jitter never sends before it
+	// tokens is the policer's bucket, in bytes, as of policedAt.
+	tokens    float64
+	policedAt int64
 
 	c      counters
 	qdelay histogram
@@ -83,6 +87,10 @@ func msToNs(ms float64) int64 { return int64(ms * float64(time.Millisecond)) }
 // setImpairment switches the model to m (defaults already applied). Queue and ordering state carry
 // over, as they would on a real link whose conditions change.
 func (l *link) setImpairment(m Impairment) {
+	if m.PolicerBytesPerSec != l.imp.PolicerBytesPerSec || m.PolicerBurstBytes != l.imp.PolicerBurstBytes {
+		// A new policer starts with a full bucket; policedAt is set by the first packet.
+		l.tokens, l.policedAt = float64(m.PolicerBurstBytes), -1
+	}
 	l.imp = m
 	l.delay = msToNs(m.DelayMs)
 	l.jitter = msToNs(m.JitterMs)
@@ -150,6 +158,10 @@ func (l *link) admit(now int64, size int) (deps [2]int64, n int) {
 		copies = 2
 	}
 	for c := range copies {
+		if !l.police(now, size) {
+			l.c.droppedPolicer++
+			break
+		}
 		t, ok := l.bottleneck(now, size)
 		if !ok {
 			l.c.droppedQueue++
@@ -170,6 +182,25 @@ func (l *link) admit(now int64, size int) (deps [2]int64, n int) {
 		n++
 	}
 	return deps, n
+}
+
+// police passes a packet of size bytes arriving at now through the policer: it takes the bytes
+// from the bucket, refilled at the policed rate since the last packet, or is refused if they are
+// not there. Without a policer every packet passes.
+func (l *link) police(now int64, size int) bool {
+	rate := l.imp.PolicerBytesPerSec
+	if rate <= 0 {
+		return true
+	}
+	if l.policedAt >= 0 && now > l.policedAt {
+		l.tokens = min(l.tokens+float64(now-l.policedAt)*float64(rate)/float64(time.Second), float64(l.imp.PolicerBurstBytes))
+	}
+	l.policedAt = max(now, l.policedAt)
+	if l.tokens < float64(size) {
+		return false
+	}
+	l.tokens -= float64(size)
+	return true
 }
 
 // bottleneck passes a packet through the rate limit: it leaves when the link has sent everything

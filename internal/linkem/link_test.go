@@ -184,6 +184,50 @@ func TestLinkBottleneck(t *testing.T) {
 	}
 }
 
+// A policer passes what its bucket holds the bytes for and drops the rest: a stream over its
+// rate loses the excess, at once once the bucket is spent, and is delayed by nothing; a stream
+// under it passes whole.
+func TestLinkPolicer(t *testing.T) {
+	// 1000 B packets every 10 ms: 100000 B/s offered.
+	tests := []struct {
+		name      string
+		rate      int64
+		burst     int64
+		wantShare float64
+	}{
+		{"over the rate", 40000, 5000, 0.4},
+		{"under the rate", 120000, 5000, 1},
+		{"default bucket", 50000, 0, 0.5},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l := newTestLink(3, Impairment{PolicerBytesPerSec: tt.rate, PolicerBurstBytes: tt.burst, DelayMs: 20})
+			const n = 10000
+			passed := 0
+			for i, d := range runLink(l, n, 1000, 10*ms) {
+				if len(d) == 0 {
+					continue
+				}
+				passed++
+				if d[0] != int64(i)*10*ms+20*ms {
+					t.Fatalf("packet %d left at %d ns, want it delayed by the 20 ms of the path only", i, d[0])
+				}
+			}
+			if share := float64(passed) / n; math.Abs(share-tt.wantShare) > 0.01 {
+				t.Errorf("passed %.3f of the packets, want %.2f", share, tt.wantShare)
+			}
+			if got := l.stats().DroppedPolicer; got != uint64(n-passed) {
+				t.Errorf("DroppedPolicer %d, want %d", got, n-passed)
+			}
+		})
+	}
+	// The bucket's burst passes back to back; a new policer starts with its bucket full.
+	l := newTestLink(3, Impairment{PolicerBytesPerSec: 1000, PolicerBurstBytes: 3000})
+	if deps := runLink(l, 5, 1000, 0); len(deps[2]) != 1 || len(deps[3]) != 0 {
+		t.Errorf("burst of five 1000 B packets through a 3000 B bucket: %v, want three passed", deps)
+	}
+}
+
 func TestLinkThroughputAndQueueDelay(t *testing.T) {
 	// Offer twice the cap for 10 s: the link must carry exactly the cap, hold the queue at its
 	// limit and tail-drop the rest.

@@ -46,6 +46,18 @@ func TestParseProfile(t *testing.T) {
 			in:   `{"gilbertElliott": {"p": 0.01, "r": 0.3, "lossGood": 0, "lossBad": 0.8}}`,
 			want: Profile{Up: Impairment{JitterDist: JitterUniform}, Down: Impairment{GilbertElliott: &GilbertElliott{P: 0.01, R: 0.3, LossBad: 0.8}, JitterDist: JitterUniform}},
 		},
+		{
+			name: "policer, its bucket defaulted",
+			in:   `{"policerBytesPerSec": 100000}`,
+			want: Profile{Up: Impairment{JitterDist: JitterUniform}, Down: Impairment{PolicerBytesPerSec: 100000, PolicerBurstBytes: 5000, JitterDist: JitterUniform}},
+		},
+		{
+			name: "slow policer's bucket holds a packet",
+			in:   `{"policerBytesPerSec": 1000}`,
+			want: Profile{Up: Impairment{JitterDist: JitterUniform}, Down: Impairment{PolicerBytesPerSec: 1000, PolicerBurstBytes: 1500, JitterDist: JitterUniform}},
+		},
+		{name: "bucket without a policer", in: `{"policerBurstBytes": 5000}`, err: "needs policerBytesPerSec"},
+		{name: "negative policer", in: `{"policerBytesPerSec": -1}`, err: "policerBytesPerSec"},
 		{name: "shorthand and down", in: `{"loss": 0.1, "down": {"loss": 0.2}}`, err: "both given"},
 		{name: "unknown field", in: `{"los": 0.1}`, err: "unknown field"},
 		{name: "unknown nested field", in: `{"up": {"delay": 5}}`, err: "unknown field"},

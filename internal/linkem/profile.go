@@ -19,6 +19,11 @@ const (
 	// DefaultQueueMs is the bottleneck queue limit when a rate is set and neither QueueMs nor
 	// QueueBytes is: a typical access-router buffer.
 	DefaultQueueMs = 100
+	// DefaultPolicerBurstMs is a policer's bucket when PolicerBytesPerSec is set and
+	// PolicerBurstBytes is not: this long at the policed rate, and at least
+	// minPolicerBurstBytes (one full-size packet and a bit).
+	DefaultPolicerBurstMs = 50
+	minPolicerBurstBytes  = 1500
 	// maxMs bounds every millisecond field, so a typo cannot park packets for hours.
 	maxMs = 60_000
 	// maxRate and maxQueueBytes keep the bottleneck arithmetic far from overflow.
@@ -37,8 +42,9 @@ const (
 )
 
 // Impairment is what happens to one direction of one client's path. The zero value is a clean
-// link. Order of effects: loss, then the bandwidth bottleneck and its queue, then propagation
-// delay and jitter, then reordering; a duplicate follows its original through the same steps.
+// link. Order of effects: loss, then the policer, then the bandwidth bottleneck and its queue,
+// then propagation delay and jitter, then reordering; a duplicate follows its original through
+// the same steps.
 type Impairment struct {
 	// Loss is the packet loss ratio in [0, 1].
 	Loss float64 `json:"loss,omitempty"`
@@ -73,6 +79,12 @@ type Impairment struct {
 	// QueueBytes limits the bottleneck backlog, the arriving packet included, in bytes; 0 is no
 	// byte limit. With both limits set the tighter one applies.
 	QueueBytes int64 `json:"queueBytes,omitempty"`
+	// PolicerBytesPerSec polices the direction (UDP payload bytes); 0 is no policer. A token
+	// bucket of PolicerBurstBytes, filled at this rate, passes a packet it holds the bytes for
+	// and drops one it does not, queueing nothing: sending over the rate loses the excess, and
+	// adds no delay. PolicerBurstBytes defaults to DefaultPolicerBurstMs of the rate.
+	PolicerBytesPerSec int64 `json:"policerBytesPerSec,omitempty"`
+	PolicerBurstBytes  int64 `json:"policerBurstBytes,omitempty"`
 }
 
 // GilbertElliott is the two-state bursty loss model: per packet, the link loses with LossGood
@@ -177,6 +189,9 @@ func (m Impairment) withDefaults() Impairment {
 	if m.RateBytesPerSec > 0 && m.QueueMs == 0 && m.QueueBytes == 0 {
 		m.QueueMs = DefaultQueueMs
 	}
+	if m.PolicerBytesPerSec > 0 && m.PolicerBurstBytes == 0 {
+		m.PolicerBurstBytes = max(m.PolicerBytesPerSec*DefaultPolicerBurstMs/1000, minPolicerBurstBytes)
+	}
 	if m.GilbertElliott != nil {
 		ge := *m.GilbertElliott
 		m.GilbertElliott = &ge
@@ -238,6 +253,15 @@ func (m Impairment) validate() error {
 	}
 	if m.RateBytesPerSec == 0 && (m.QueueMs != 0 || m.QueueBytes != 0) {
 		return errors.New("queueMs/queueBytes: a queue limit needs rateBytesPerSec")
+	}
+	if m.PolicerBytesPerSec < 0 || m.PolicerBytesPerSec > maxRate {
+		return fmt.Errorf("policerBytesPerSec: %d is outside [0, %d]", m.PolicerBytesPerSec, int64(maxRate))
+	}
+	if m.PolicerBurstBytes < 0 || m.PolicerBurstBytes > maxQueueBytes {
+		return fmt.Errorf("policerBurstBytes: %d is outside [0, %d]", m.PolicerBurstBytes, int64(maxQueueBytes))
+	}
+	if m.PolicerBytesPerSec == 0 && m.PolicerBurstBytes != 0 {
+		return errors.New("policerBurstBytes: a bucket needs policerBytesPerSec")
 	}
 	return nil
 }

@@ -52,11 +52,13 @@ type DirStats struct {
 	BytesIn    uint64 `json:"bytesIn"`
 	PacketsOut uint64 `json:"packetsOut"`
 	BytesOut   uint64 `json:"bytesOut"`
-	// DroppedLoss: dropped by the loss model. DroppedQueue: tail-dropped by the full bottleneck
-	// queue. DroppedLimit: dropped because the proxy's MaxBufferedBytes was reached.
-	DroppedLoss  uint64 `json:"droppedLoss"`
-	DroppedQueue uint64 `json:"droppedQueue"`
-	DroppedLimit uint64 `json:"droppedLimit"`
+	// DroppedLoss: dropped by the loss model. DroppedPolicer: dropped by the policer, its
+	// bucket empty. DroppedQueue: tail-dropped by the full bottleneck queue. DroppedLimit:
+	// dropped because the proxy's MaxBufferedBytes was reached.
+	DroppedLoss    uint64 `json:"droppedLoss"`
+	DroppedPolicer uint64 `json:"droppedPolicer"`
+	DroppedQueue   uint64 `json:"droppedQueue"`
+	DroppedLimit   uint64 `json:"droppedLimit"`
 	// Duplicated: extra copies sent. Reordered: packets held back for reordering.
 	Duplicated uint64 `json:"duplicated"`
 	Reordered  uint64 `json:"reordered"`
@@ -70,18 +72,19 @@ type DirStats struct {
 
 func (l *link) stats() DirStats {
 	return DirStats{
-		PacketsIn:     l.c.packetsIn,
-		BytesIn:       l.c.bytesIn,
-		PacketsOut:    l.c.packetsOut,
-		BytesOut:      l.c.bytesOut,
-		DroppedLoss:   l.c.droppedLoss,
-		DroppedQueue:  l.c.droppedQueue,
-		DroppedLimit:  l.c.droppedLimit,
-		Duplicated:    l.c.duplicated,
-		Reordered:     l.c.reordered,
-		SendErrors:    l.c.sendErrors,
-		QueueDelayP50: l.qdelay.quantile(0.50),
-		QueueDelayP95: l.qdelay.quantile(0.95),
-		QueueDelayMax: l.qdelay.max,
+		PacketsIn:      l.c.packetsIn,
+		BytesIn:        l.c.bytesIn,
+		PacketsOut:     l.c.packetsOut,
+		BytesOut:       l.c.bytesOut,
+		DroppedLoss:    l.c.droppedLoss,
+		DroppedPolicer: l.c.droppedPolicer,
+		DroppedQueue:   l.c.droppedQueue,
+		DroppedLimit:   l.c.droppedLimit,
+		Duplicated:     l.c.duplicated,
+		Reordered:      l.c.reordered,
+		SendErrors:     l.c.sendErrors,
+		QueueDelayP50:  l.qdelay.quantile(0.50),
+		QueueDelayP95:  l.qdelay.quantile(0.95),
+		QueueDelayMax:  l.qdelay.max,
 	}
 }
