@@ -32,9 +32,9 @@ func packet(t *testing.T, tick uint32, seq uint16, flags uint8, recs ...rec) []b
 		var ok bool
 		switch r.op {
 		case protocol.OpSpawn:
-			ok = enc.Spawn(r.id, r.kind, &r.cur)
+			ok = enc.Spawn(r.id, r.kind, &r.cur, nil)
 		case protocol.OpDelta:
-			ok = enc.Delta(r.id, r.age, &r.base, &r.cur)
+			ok = enc.Delta(r.id, r.age, 0, &r.base, &r.cur, nil, nil)
 		case protocol.OpDespawn:
 			ok = enc.Despawn(r.id)
 		}

@@ -42,14 +42,14 @@ func (g *grid) cell(v float32) int {
 	return max(0, min(g.n-1, c))
 }
 
-// rebuild puts the live entities in their cells at their committed positions (SlotMeta.X, Y): it
-// counts them per cell, then places them, finding each entity's cell once.
-func (g *grid) rebuild(meta []SlotMeta) {
+// rebuild puts the live entities that have a position in their cells at their committed positions
+// (SlotMeta.X, Y): it counts them per cell, then places them, finding each entity's cell once.
+func (g *grid) rebuild(meta []SlotMeta, vis []Visibility) {
 	clear(g.start)
 	cellOf := g.cellOf[:len(meta)]
 	for s := range meta {
 		c := int32(-1)
-		if meta[s].Alive {
+		if meta[s].Alive && !(meta[s].Special && vis[s].placeless) {
 			c = int32(g.cell(meta[s].Y)*g.n + g.cell(meta[s].X))
 			g.start[c+1]++
 		}

@@ -65,3 +65,22 @@ func (s *Store) Query(x, y, radius float32, out []Hit) []Hit {
 func (s *Store) QueryNew(x, y, radius float32, known []uint8, out []Hit) []Hit {
 	return s.grid.queryNew(x, y, radius, known[:(len(s.meta)+7)/8], out)
 }
+
+// Layout is the store's compiled schema.
+func (s *Store) Layout() *protocol.Layout { return s.layout }
+
+// Fields returns every slot's committed field words, Layout().Stride() words a slot, indexed by
+// slot.
+func (s *Store) Fields() []uint32 { return s.fields }
+
+// FieldHistory returns the history of the field words: HistoryTicks rows of Capacity slots of
+// Layout().Stride() words, the row of tick t at t % HistoryTicks, like History.
+func (s *Store) FieldHistory() []uint32 { return s.fieldHist }
+
+// Visibilities returns every slot's visibility, indexed by slot; replication reads a slot's only
+// when its SlotMeta.Special is set.
+func (s *Store) Visibilities() []Visibility { return s.vis }
+
+// AlwaysRelevant lists the live slots whose entities are relevant wherever they are
+// (Visibility.Always, or a kind without a position), in no order.
+func (s *Store) AlwaysRelevant() []uint16 { return s.always }

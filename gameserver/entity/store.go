@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/netfleet/netfleet/gameserver/protocol"
 )
@@ -57,6 +58,24 @@ func (t *Transform) Quantize() protocol.State {
 	}
 }
 
+// quantize returns the state clients are sent for t, of the parts a kind has.
+func (t *Transform) quantize(parts protocol.Parts) protocol.State {
+	q := t.Quantize()
+	if parts == protocol.Transform {
+		return q
+	}
+	if parts&protocol.PartPosition == 0 {
+		q.Pos = [3]int32{}
+	}
+	if parts&protocol.PartRotation == 0 {
+		q.Rot = 0
+	}
+	if parts&protocol.PartVelocity == 0 {
+		q.Vel = [3]int16{}
+	}
+	return q
+}
+
 // MaxHalfExtent is the largest Config.HalfExtent: the wire format's range, less a meter.
 const MaxHalfExtent = protocol.WorldHalfExtent - 1
 
@@ -74,6 +93,9 @@ type Config struct {
 	// two, default 64. Replication deltas against states in it, so it bounds how long a session
 	// may go unserved and keep its baselines.
 	HistoryTicks int
+	// Schema declares the game's entity kinds: their transform parts and fields. nil is any kind
+	// with the whole transform and no fields (protocol.TransformSchema).
+	Schema *protocol.Schema
 }
 
 func (c Config) withDefaults() Config {
@@ -101,6 +123,11 @@ func (c Config) validate() error {
 	check(c.CellSize >= 1 && c.CellSize <= 2*c.HalfExtent, "CellSize %v not in [1, 2*HalfExtent]", c.CellSize)
 	check(c.HistoryTicks >= 2 && c.HistoryTicks <= 4096 && c.HistoryTicks&(c.HistoryTicks-1) == 0,
 		"HistoryTicks %d is not a power of two in [2, 4096]", c.HistoryTicks)
+	if c.Schema != nil {
+		if err := c.Schema.Validate(); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -108,9 +135,12 @@ func (c Config) validate() error {
 // pass over a viewer's entities reads one cache line per entity.
 type SlotMeta struct {
 	X, Y    float32 // horizontal position at the last Commit (at its spawn if it spawned since)
-	Changed uint32  // last tick the state changed, or the entity spawned or despawned
+	Changed uint32  // last tick the state or the fields changed, or the entity spawned or despawned
 	Gen     uint16  // slot generation
 	Alive   bool
+	// Special is set for an entity whose visibility is not the default (Visibility), or whose
+	// kind has no position: replication then reads its Visibility.
+	Special bool
 }
 
 // Dist2 is the squared horizontal distance from the slot's position to (x, y), in m², as interest
@@ -144,6 +174,8 @@ var (
 	ErrNotFinite = errors.New("entity: transform is not finite")
 	// ErrBadBump: a bump amount that is not a positive finite number.
 	ErrBadBump = errors.New("entity: bump amount must be a positive finite number")
+	// ErrUnknownKind: a kind the store's schema does not declare.
+	ErrUnknownKind = errors.New("entity: the schema declares no such kind")
 )
 
 // Store holds a game's entities for replication. Per-slot data is kept in parallel slices
@@ -153,11 +185,19 @@ type Store struct {
 	tick  uint32
 	count int
 
+	layout *protocol.Layout
+	stride int // field words per slot
+
 	meta   []SlotMeta
 	kind   []Kind
 	xf     []Transform      // as the game wrote it
 	states []protocol.State // quantized at the last Commit (at spawn for a spawn since)
 	hist   []protocol.State // HistoryTicks rows of Capacity states, row = tick % HistoryTicks
+	// Field words, stride per slot: as the game wrote them, as committed, and their history in
+	// rows like hist's.
+	written, fields, fieldHist []uint32
+	vis                        []Visibility
+	always                     []uint16 // the live slots that are always relevant
 	// dirty marks the slots Set since the last Commit: a byte per slot, so that Set is small
 	// enough to inline into the game's loop, and Commit reads them in one pass.
 	dirty []bool
@@ -181,10 +221,25 @@ func NewStore(cfg Config) (*Store, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	sch := cfg.Schema
+	if sch == nil {
+		sch = protocol.TransformSchema()
+	}
+	layout, err := sch.Compile()
+	if err != nil {
+		return nil, fmt.Errorf("entity: %w", err)
+	}
 	n := cfg.Capacity
+	st := layout.Stride()
 	s := &Store{
-		cfg:     cfg,
-		tick:    1,
+		cfg:       cfg,
+		layout:    layout,
+		stride:    st,
+		written:   make([]uint32, n*st),
+		fields:    make([]uint32, n*st),
+		fieldHist: make([]uint32, cfg.HistoryTicks*n*st),
+		vis:       make([]Visibility, n),
+		tick:      1,
 		meta:    make([]SlotMeta, n),
 		kind:    make([]Kind, n),
 		xf:      make([]Transform, n),
@@ -224,9 +279,14 @@ func (s *Store) Valid(id ID) bool {
 	return i < len(s.meta) && s.meta[i].Alive && s.meta[i].Gen == id.Gen()
 }
 
-// Spawn places a new entity of kind k with transform t. Its state is set at once, stamped at
-// the current tick, and it is listed by SpawnedSince; queries find it from the next Commit.
+// Spawn places a new entity of kind k with transform t, its fields zero and visible to every
+// session. Its state is set at once, stamped at the current tick, and it is listed by
+// SpawnedSince; queries find it from the next Commit. The kind must be one the schema declares.
 func (s *Store) Spawn(k Kind, t Transform) (ID, error) {
+	kl := s.layout.Kind(uint8(k))
+	if kl == nil {
+		return None, fmt.Errorf("%w: %d", ErrUnknownKind, k)
+	}
 	if !t.finite() {
 		return None, ErrNotFinite
 	}
@@ -244,10 +304,27 @@ func (s *Store) Spawn(k Kind, t Transform) (ID, error) {
 	m.Alive = true
 	m.Changed = s.tick
 	m.X, m.Y = t.Pos[0], t.Pos[1]
+	placeless := kl.Parts&protocol.PartPosition == 0
+	if placeless {
+		m.X, m.Y = 0, 0
+	}
+	m.Special = placeless
 	s.kind[slot] = k
 	s.xf[slot] = t
-	s.states[slot] = t.Quantize()
-	s.hist[int(s.tick&uint32(s.cfg.HistoryTicks-1))*len(s.states)+int(slot)] = s.states[slot]
+	s.states[slot] = t.quantize(kl.Parts)
+	row := int(s.tick & uint32(s.cfg.HistoryTicks-1))
+	s.hist[row*len(s.states)+int(slot)] = s.states[slot]
+	s.vis[slot] = Visibility{placeless: placeless}
+	if s.stride > 0 {
+		f := int(slot) * s.stride
+		clear(s.written[f : f+s.stride])
+		clear(s.fields[f : f+s.stride])
+		h := (row*len(s.meta) + int(slot)) * s.stride
+		clear(s.fieldHist[h : h+s.stride])
+	}
+	if placeless {
+		s.always = append(s.always, slot)
+	}
 	s.count++
 	s.log.add(slot, s.tick, len(s.meta))
 	return MakeID(slot, m.Gen), nil
@@ -259,6 +336,9 @@ func (s *Store) Despawn(id ID) error {
 		return ErrNoEntity
 	}
 	slot := id.Slot()
+	if s.vis[slot].Relevant() {
+		s.dropAlways(slot)
+	}
 	s.meta[slot].Alive = false
 	s.meta[slot].Changed = s.tick
 	s.free[(s.freeHead+s.freeLen)%len(s.free)] = slot
@@ -342,20 +422,33 @@ func (s *Store) Commit() {
 		if !m.Alive {
 			continue
 		}
+		kl := s.layout.Kind(uint8(s.kind[slot]))
 		t := &s.xf[slot]
-		dx, dy := t.Pos[0]-m.X, t.Pos[1]-m.Y
-		far2 = max(far2, dx*dx+dy*dy)
-		m.X, m.Y = t.Pos[0], t.Pos[1]
-		if q := t.Quantize(); q != s.states[slot] {
+		if kl.Parts&protocol.PartPosition != 0 {
+			dx, dy := t.Pos[0]-m.X, t.Pos[1]-m.Y
+			far2 = max(far2, dx*dx+dy*dy)
+			m.X, m.Y = t.Pos[0], t.Pos[1]
+		}
+		if q := t.quantize(kl.Parts); q != s.states[slot] {
 			s.states[slot] = q
 			m.Changed = s.tick
+		}
+		if kl.Words > 0 {
+			f := slot * s.stride
+			if w, c := s.written[f:f+kl.Words], s.fields[f:f+kl.Words]; !slices.Equal(w, c) {
+				copy(c, w)
+				m.Changed = s.tick
+			}
 		}
 	}
 	if far2 > 0 {
 		s.reach += math.Sqrt(float64(far2))*(1+1e-6) + reachSlack
 	}
-	row := int(s.tick&uint32(s.cfg.HistoryTicks-1)) * len(s.states)
-	copy(s.hist[row:row+len(s.states)], s.states)
-	s.grid.rebuild(s.meta)
+	row := int(s.tick & uint32(s.cfg.HistoryTicks-1))
+	copy(s.hist[row*len(s.states):(row+1)*len(s.states)], s.states)
+	if n := len(s.fields); n > 0 {
+		copy(s.fieldHist[row*n:(row+1)*n], s.fields)
+	}
+	s.grid.rebuild(s.meta, s.vis)
 	s.committed = len(s.bumps)
 }

@@ -71,7 +71,7 @@ func (w *BitWriter) WriteBits(v uint64, n uint) {
 
 // writeWords writes the low n bits held in words, least significant first, with one capacity
 // check. It reports false, writing nothing, if they do not fit.
-func (w *BitWriter) writeWords(words *[3]uint64, n uint) bool {
+func (w *BitWriter) writeWords(words []uint64, n uint) bool {
 	if w.overflow || w.bits+int(n) > w.limit {
 		return false
 	}
@@ -165,6 +165,18 @@ func (r *BitReader) ReadBits(n uint) uint64 {
 	}
 	r.pos += int(n)
 	return (word >> shift) & (1<<n - 1)
+}
+
+// Skip skips n bits; past the end it latches ErrTruncated.
+func (r *BitReader) Skip(n int) {
+	if r.err != nil {
+		return
+	}
+	if n < 0 || r.pos+n > r.nbits {
+		r.err = ErrTruncated
+		return
+	}
+	r.pos += n
 }
 
 // ReadBool reads one bit.

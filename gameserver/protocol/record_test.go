@@ -149,7 +149,7 @@ func extremeState(rng *rand.Rand) State {
 
 // TestRecordEncodersMatchFieldEncoding: every record, and every packet filled with records until
 // one does not fit, is bit for bit what the field-by-field encoding gives; the widest delta is
-// MaxRecordBits.
+// MaxTransformDeltaBits.
 func TestRecordEncodersMatchFieldEncoding(t *testing.T) {
 	rng := rand.New(rand.NewPCG(21, 22))
 	widest := uint(0)
@@ -181,8 +181,8 @@ func TestRecordEncodersMatchFieldEncoding(t *testing.T) {
 	lo, hi := State{Pos: [3]int32{PosMin, PosMin, PosMin}, Rot: 0, Vel: [3]int16{VelMin, VelMin, VelMin}},
 		State{Pos: [3]int32{PosMax, PosMax, PosMax}, Rot: 3 << 30, Vel: [3]int16{VelMax, VelMax, VelMax}}
 	DeltaRecord(MaxEntities-1, MaxBaselineAge, &lo, &hi, &r)
-	if r.N != MaxRecordBits || widest > MaxRecordBits {
-		t.Fatalf("widest delta %d bits (random %d), MaxRecordBits %d", r.N, widest, MaxRecordBits)
+	if r.N != MaxTransformDeltaBits || widest > MaxTransformDeltaBits {
+		t.Fatalf("widest delta %d bits (random %d), MaxTransformDeltaBits %d", r.N, widest, MaxTransformDeltaBits)
 	}
 
 	// Whole packets: records appended until one does not fit, through the encoder's methods and
@@ -206,12 +206,12 @@ func TestRecordEncodersMatchFieldEncoding(t *testing.T) {
 			var ok, okA bool
 			switch i % 3 {
 			case 0:
-				ok = direct.Delta(id, 4, &base, &cur)
+				ok = direct.Delta(id, 4, 0, &base, &cur, nil, nil)
 				DeltaRecord(id, 4, &base, &cur, &r)
 				okA = appended.Append(&r)
 				fieldDelta(&ref, id, 4, &base, &cur)
 			case 1:
-				ok = direct.Spawn(id, 3, &cur)
+				ok = direct.Spawn(id, 3, &cur, nil)
 				SpawnRecord(id, 3, &cur, &r)
 				okA = appended.Append(&r)
 				fieldSpawn(&ref, id, 3, &cur)
@@ -263,7 +263,7 @@ func checkRecord(t *testing.T, r *RecordBits, field func(*BitWriter)) {
 		ww.Reset(want)
 		gw.WriteBits(0x5555555555555555, lead)
 		ww.WriteBits(0x5555555555555555, lead)
-		if !gw.writeWords(&r.W, r.N) {
+		if !gw.writeWords(r.W[:], r.N) {
 			t.Fatalf("record of %d bits did not fit", r.N)
 		}
 		field(&ww)
@@ -280,7 +280,10 @@ func TestAppendRefusesWithoutWriting(t *testing.T) {
 	buf := make([]byte, MinSnapshotBytes+2)
 	enc.Begin(buf, &SnapshotHeader{Tick: 1})
 	before := enc.RoomBits()
-	r := RecordBits{W: [3]uint64{^uint64(0), ^uint64(0), ^uint64(0)}, N: uint(before) + 1}
+	r := RecordBits{N: uint(before) + 1}
+	for i := range r.W {
+		r.W[i] = ^uint64(0)
+	}
 	if enc.Append(&r) || enc.RoomBits() != before || enc.Records() != 0 {
 		t.Fatalf("a record of %d bits was taken with %d bits of room", r.N, before)
 	}

@@ -11,6 +11,10 @@ type SnapshotHeader struct {
 	ServerTimeMs uint32 // server wall clock when the packet was built, unix ms, low 32 bits
 	Seq          uint16 // per-session packet sequence, acknowledged by ACK
 	Flags        uint8
+	// InputSeq is the sequence of the newest of the client's COMMANDs the game has applied by
+	// Tick, when Flags has FlagInputAck: the client's predicted inputs after it are not yet in
+	// the state the packet describes.
+	InputSeq uint16
 }
 
 // SNAPSHOT flags.
@@ -20,19 +24,26 @@ const (
 	// FlagReset marks the packets of the first frame after a reset: a client that has not yet
 	// seen the RESET of Tick performs it before applying the packet.
 	FlagReset = 1 << 1
+	// FlagInputAck marks a packet that carries InputSeq, 16 bits after the flags.
+	FlagInputAck = 1 << 2
 
-	snapshotFlagsKnown = FlagLast | FlagReset
+	snapshotFlagsKnown = FlagLast | FlagReset | FlagInputAck
 )
 
 const (
 	// SnapshotHeaderBytes is the size of the SNAPSHOT header.
 	SnapshotHeaderBytes = 12
 	snapshotFlagsOffset = 11
-	// MinSnapshotBytes is the smallest buffer a SNAPSHOT can be built in: a header and the end op.
+	// InputAckBytes is what a header with FlagInputAck adds.
+	InputAckBytes = 2
+	// MinSnapshotBytes is the smallest buffer a SNAPSHOT can be built in: a header without the
+	// input acknowledgement, and the end op.
 	MinSnapshotBytes = SnapshotHeaderBytes + 1
-	// MaxSpawnBits is the size of the largest record, a spawn with velocity; a packet with this
-	// much room left always takes one more record.
-	MaxSpawnBits = 2 + 17 + 8 + 3*PosBits + 32 + 1 + 3*VelBits
+	// MaxTransformSpawnBits is the size of a spawn of the whole transform with a velocity.
+	MaxTransformSpawnBits = 2 + 17 + 8 + 3*PosBits + 32 + 1 + 3*VelBits
+	// MaxSpawnBits is the size of the largest spawn any schema allows: the whole transform and
+	// MaxFieldBits of fields. A packet with this much room left always takes one more record.
+	MaxSpawnBits = MaxTransformSpawnBits + MaxFieldBits
 )
 
 // Op is an entity record's operation, the record's first 2 bits.
@@ -110,29 +121,52 @@ type Record struct {
 	Op           Op
 	ID           uint16
 	Kind         uint8  // spawn
-	State        State  // spawn: the full state
+	State        State  // spawn: the full state (the parts the kind lacks are zero)
 	BaselineTick uint32 // delta: the tick of the state Delta applies to
 	Delta        Delta  // delta
+	// Fields are a spawn's field words (the kind's, in a Snapshot's buffer). A delta's fields
+	// section is decoded against the entity's kind, which the record does not name: FieldsAt is
+	// the bit offset in the packet of its change mask and values, FieldsBits their length (0: no
+	// field changed). Layout.ApplyFields applies them.
+	Fields     []uint32
+	FieldsAt   int
+	FieldsBits int
 }
 
-// Snapshot is a decoded SNAPSHOT packet. DecodeSnapshot reuses Records' backing array.
+// Snapshot is a decoded SNAPSHOT packet. DecodeSnapshot reuses Records' backing array and its
+// buffer of field words.
 type Snapshot struct {
 	SnapshotHeader
 	Records []Record
+	words   []uint32
 }
 
 // SnapshotEncoder builds one SNAPSHOT packet in a caller-provided buffer. Each record is written
 // whole or not at all: a record method that reports false left the packet as it was, and the
 // caller closes the packet with Finish. Reusing an encoder and its buffer allocates nothing.
+//
+// Records follow the encoder's Layout (SetLayout); without one, every kind has the whole
+// transform and no fields.
 type SnapshotEncoder struct {
 	w       BitWriter
 	records int
+	layout  *Layout
+	rec     RecordBits // the record being written, for the record methods
 }
 
+// SetLayout makes the encoder write records of l's schema; nil is the whole transform and no
+// fields for every kind.
+func (e *SnapshotEncoder) SetLayout(l *Layout) { e.layout = l }
+
 // Begin starts a packet in buf (its length is the packet's capacity) and writes the header. It
-// reports false if buf cannot hold a header and the end op (MinSnapshotBytes).
+// reports false if buf cannot hold the header and the end op (MinSnapshotBytes, and InputAckBytes
+// more with FlagInputAck).
 func (e *SnapshotEncoder) Begin(buf []byte, h *SnapshotHeader) bool {
-	if len(buf) < MinSnapshotBytes {
+	need := MinSnapshotBytes
+	if h.Flags&FlagInputAck != 0 {
+		need += InputAckBytes
+	}
+	if len(buf) < need {
 		return false
 	}
 	e.records = 0
@@ -142,6 +176,9 @@ func (e *SnapshotEncoder) Begin(buf []byte, h *SnapshotHeader) bool {
 	e.w.WriteBits(uint64(h.ServerTimeMs), 32)
 	e.w.WriteBits(uint64(h.Seq), 16)
 	e.w.WriteBits(uint64(h.Flags), 8)
+	if h.Flags&FlagInputAck != 0 {
+		e.w.WriteBits(uint64(h.InputSeq), 16)
+	}
 	e.w.SetLimit(len(buf)*8 - 2) // keep room for the end op
 	return true
 }
@@ -184,21 +221,36 @@ func (e *SnapshotEncoder) commit(m BitMark) bool {
 
 // RecordBits is one encoded entity record as a packet carries it: N bits in W, least significant
 // first. A server that sends one record to many clients encodes it once (SpawnRecord,
-// DeltaRecord) and appends it to each packet (SnapshotEncoder.Append).
+// DeltaRecord) and appends it to each packet (SnapshotEncoder.Append). The bits of W beyond N
+// are not part of the record: the encoders build a record over the last one without clearing it,
+// so that a RecordBits can be reused without zeroing its words.
 type RecordBits struct {
-	W [3]uint64
+	W [RecordWords]uint64
 	N uint
 }
 
-// MaxRecordBits is the size of the largest record, a delta with every field changed and coded at
-// its widest.
-const MaxRecordBits = 19 + 11 + (1 + 3*(1+3+19)) + 34 + (1 + 3*(1+2+15))
+// Record sizes.
+const (
+	// MaxTransformDeltaBits is the size of the largest delta of the transform alone: every part
+	// changed and coded at its widest.
+	MaxTransformDeltaBits = 19 + 11 + (1 + 3*(1+3+19)) + 34 + (1 + 3*(1+2+15))
+	// maxFieldsSectionBits is the largest fields section of a delta: the changed bit, the
+	// length, the change mask and every field.
+	maxFieldsSectionBits = 1 + 12 + MaxFields + MaxFieldBits
+	// MaxRecordBits is the size of the largest record any schema allows.
+	MaxRecordBits = MaxTransformDeltaBits + maxFieldsSectionBits
+	// RecordWords is the words of a RecordBits.
+	RecordWords = (MaxRecordBits + 63) / 64
+)
+
+// reset empties the record.
+func (r *RecordBits) reset() { r.N = 0 }
 
 // add appends the low n bits of v, n <= 64, as BitWriter.WriteBits would.
 func (r *RecordBits) add(v uint64, n uint) {
 	v &= 1<<n - 1 // for n == 64 the shift gives 0 and the mask all ones
 	i, off := r.N>>6, r.N&63
-	r.W[i] |= v << off
+	r.W[i] = r.W[i]&(1<<off-1) | v<<off // the bits from off up are left from an older record
 	if off+n > 64 {
 		r.W[i+1] = v >> (64 - off)
 	}
@@ -207,7 +259,7 @@ func (r *RecordBits) add(v uint64, n uint) {
 
 // Append writes an encoded record whole, or reports false, writing nothing, if it does not fit.
 func (e *SnapshotEncoder) Append(r *RecordBits) bool {
-	if r.N > MaxRecordBits || !e.w.writeWords(&r.W, r.N) {
+	if r.N > MaxRecordBits || !e.w.writeWords(r.W[:], r.N) {
 		return false
 	}
 	e.records++
@@ -299,28 +351,65 @@ func (e *SnapshotEncoder) appendTail(v []uint64, n []uint8) int {
 	return j
 }
 
-// Spawn writes a spawn record: id now holds a new entity of the given kind and state.
-func (e *SnapshotEncoder) Spawn(id uint16, kind uint8, s *State) bool {
-	var r RecordBits
-	SpawnRecord(id, kind, s, &r)
-	return e.Append(&r)
+// Spawn writes a spawn record: id now holds a new entity of the given kind, state and fields
+// (the kind's field words; nil for a kind without fields).
+func (e *SnapshotEncoder) Spawn(id uint16, kind uint8, s *State, fields []uint32) bool {
+	e.layout.SpawnRecord(id, kind, s, fields, &e.rec)
+	return e.Append(&e.rec)
 }
 
-// SpawnRecord encodes a spawn record into r.
+// SpawnRecord encodes a spawn record of the whole transform into r.
 func SpawnRecord(id uint16, kind uint8, s *State, r *RecordBits) {
-	*r = RecordBits{}
+	(*Layout)(nil).SpawnRecord(id, kind, s, nil, r)
+}
+
+// SpawnRecord encodes a spawn record into r: the kind's transform parts and fields. A nil layout
+// is the whole transform and no fields.
+func (l *Layout) SpawnRecord(id uint16, kind uint8, s *State, fields []uint32, r *RecordBits) {
+	r.reset()
+	parts, kl := Transform, (*KindLayout)(nil)
+	if l != nil {
+		if kl = l.kinds[kind]; kl != nil {
+			parts = kl.Parts
+		}
+	}
 	// Fields are gathered into a few words of at most 64 bits, one add each.
 	v, n := opID(OpSpawn, id) // 19 bits at most
-	v |= uint64(kind)<<n | uint64(s.Pos[0]-PosMin)<<(n+8) | uint64(s.Pos[1]-PosMin)<<(n+8+PosBits)
-	r.add(v, n+8+2*PosBits)
-	r.add(uint64(s.Pos[2]-PosMin)|uint64(s.Rot)<<PosBits, PosBits+32)
-	if s.Vel == [3]int16{} {
-		r.add(0, 1)
-	} else {
-		r.add(1|
-			uint64(int32(s.Vel[0])-VelMin)<<1|
-			uint64(int32(s.Vel[1])-VelMin)<<(1+VelBits)|
-			uint64(int32(s.Vel[2])-VelMin)<<(1+2*VelBits), 1+3*VelBits)
+	v |= uint64(kind) << n
+	n += 8
+	if parts&PartPosition != 0 {
+		v |= uint64(s.Pos[0]-PosMin)<<n | uint64(s.Pos[1]-PosMin)<<(n+PosBits)
+		r.add(v, n+2*PosBits)
+		v, n = uint64(s.Pos[2]-PosMin), PosBits
+	}
+	if parts&PartRotation != 0 {
+		v |= uint64(s.Rot) << n
+		n += 32
+	}
+	r.add(v, n)
+	if parts&PartVelocity != 0 {
+		if s.Vel == [3]int16{} {
+			r.add(0, 1)
+		} else {
+			r.add(1|
+				uint64(int32(s.Vel[0])-VelMin)<<1|
+				uint64(int32(s.Vel[1])-VelMin)<<(1+VelBits)|
+				uint64(int32(s.Vel[2])-VelMin)<<(1+2*VelBits), 1+3*VelBits)
+		}
+	}
+	if kl != nil {
+		for i := range kl.Fields {
+			r.addField(&kl.Fields[i], fields)
+		}
+	}
+}
+
+// addField appends a field's value, at its width.
+func (r *RecordBits) addField(f *FieldLayout, fields []uint32) {
+	for w, left := f.Word, uint(f.Width); left > 0; w++ {
+		n := min(left, 32)
+		r.add(uint64(fields[w]), n)
+		left -= n
 	}
 }
 
@@ -333,20 +422,75 @@ func (e *SnapshotEncoder) Despawn(id uint16) bool {
 }
 
 // Delta writes a delta record of cur against base, the state the client holds at age ticks
-// before the packet's tick; 1 <= age <= MaxBaselineAge. It reports false, writing nothing, if
+// before the packet's tick; 1 <= age <= MaxBaselineAge. baseFields and curFields are the entity's
+// field words in the two (nil for a kind without fields). It reports false, writing nothing, if
 // the record does not fit or age is out of range.
-func (e *SnapshotEncoder) Delta(id uint16, age uint32, base, cur *State) bool {
-	var r RecordBits
-	return DeltaRecord(id, age, base, cur, &r) && e.Append(&r)
+func (e *SnapshotEncoder) Delta(id uint16, age uint32, kind uint8, base, cur *State, baseFields, curFields []uint32) bool {
+	return e.layout.DeltaRecord(id, age, kind, base, cur, baseFields, curFields, &e.rec) && e.Append(&e.rec)
 }
 
-// DeltaRecord encodes a delta record of cur against base, age ticks older, into r. It reports
-// false if age is not in [1, MaxBaselineAge].
+// DeltaRecord encodes a delta record of the transform alone, cur against base, age ticks older,
+// into r: the record of a schema without fields. It reports false if age is not in
+// [1, MaxBaselineAge].
 func DeltaRecord(id uint16, age uint32, base, cur *State, r *RecordBits) bool {
+	return (*Layout)(nil).DeltaRecord(id, age, 0, base, cur, nil, nil, r)
+}
+
+// DeltaRecord encodes a delta record of cur against base, age ticks older, into r: the transform
+// and, if the schema has fields, the fields section with the kind's fields that differ between
+// baseFields and curFields. A nil layout has no fields. It reports false if age is not in
+// [1, MaxBaselineAge].
+func (l *Layout) DeltaRecord(id uint16, age uint32, kind uint8, base, cur *State, baseFields, curFields []uint32, r *RecordBits) bool {
+	if !transformDelta(id, age, base, cur, r) {
+		return false
+	}
+	if l != nil && l.hasFields {
+		r.addFieldsDelta(l.kinds[kind], baseFields, curFields)
+	}
+	return true
+}
+
+// addFieldsDelta appends a delta's fields section: '0' when no field changed, else '1', the
+// length of the rest ('0' and 6 bits, or '1' and 11), a change bit per field of the kind, and the
+// values of the fields that changed.
+func (r *RecordBits) addFieldsDelta(kl *KindLayout, base, cur []uint32) {
+	var mask uint64
+	bits := 0
+	if kl != nil {
+		for i := range kl.Fields {
+			f := &kl.Fields[i]
+			for w := f.Word; w < f.Word+f.Words(); w++ {
+				if base[w] != cur[w] {
+					mask |= 1 << uint(i)
+					bits += f.Width
+					break
+				}
+			}
+		}
+	}
+	if mask == 0 {
+		r.add(0, 1)
+		return
+	}
+	if length := uint64(len(kl.Fields) + bits); length < 1<<6 {
+		r.add(0b01|length<<2, 8)
+	} else {
+		r.add(0b11|length<<2, 13)
+	}
+	r.add(mask, uint(len(kl.Fields)))
+	for i := range kl.Fields {
+		if mask&(1<<uint(i)) != 0 {
+			r.addField(&kl.Fields[i], cur)
+		}
+	}
+}
+
+// transformDelta encodes the op, the id, the age and the transform's sections of a delta.
+func transformDelta(id uint16, age uint32, base, cur *State, r *RecordBits) bool {
 	if age == 0 || age > MaxBaselineAge {
 		return false
 	}
-	*r = RecordBits{}
+	r.reset()
 	// Fields are gathered in v (n bits) and added whenever the next field might not fit in 64
 	// bits; local words stay in registers, where per-field adds would not.
 	v, n := opID(OpDelta, id)
@@ -464,8 +608,14 @@ func rotCode(base, cur uint32) (uint64, uint) {
 	return 0b01 | uint64(cur)<<2, 34
 }
 
-// DecodeSnapshot decodes a SNAPSHOT packet into s, reusing s.Records.
-func DecodeSnapshot(b []byte, s *Snapshot) error {
+// DecodeSnapshot decodes a SNAPSHOT packet of the whole transform and no fields into s, reusing
+// s.Records.
+func DecodeSnapshot(b []byte, s *Snapshot) error { return (*Layout)(nil).DecodeSnapshot(b, s) }
+
+// DecodeSnapshot decodes a SNAPSHOT packet of l's schema into s, reusing s.Records and its
+// buffer of field words. A spawn of a kind the schema lacks, or a field value out of its range,
+// is ErrInvalid. A nil layout is the whole transform and no fields.
+func (l *Layout) DecodeSnapshot(b []byte, s *Snapshot) error {
 	var r BitReader
 	if err := beginDecode(&r, b, MsgSnapshot); err != nil {
 		return err
@@ -477,7 +627,12 @@ func DecodeSnapshot(b []byte, s *Snapshot) error {
 	if s.Flags&^snapshotFlagsKnown != 0 {
 		return ErrInvalid
 	}
+	s.InputSeq = 0
+	if s.Flags&FlagInputAck != 0 {
+		s.InputSeq = uint16(r.ReadBits(16))
+	}
 	s.Records = s.Records[:0]
+	s.words = s.words[:0]
 	for r.Err() == nil {
 		op := Op(r.ReadBits(2))
 		if op == opEnd {
@@ -493,25 +648,131 @@ func DecodeSnapshot(b []byte, s *Snapshot) error {
 		}
 		switch op {
 		case OpSpawn:
-			readSpawn(&r, rec)
+			s.words = l.readSpawn(&r, rec, s.words)
 		case OpDelta:
 			readDelta(&r, rec, s.Tick)
+			if l != nil && l.hasFields {
+				readFieldsSection(&r, rec)
+			}
 		}
 	}
-	return endDecode(&r)
+	if err := endDecode(&r); err != nil {
+		return err
+	}
+	// The spawns' field words are in one buffer, which grew as they were read.
+	off := 0
+	for i := range s.Records {
+		if rec := &s.Records[i]; rec.Op == OpSpawn {
+			n := len(rec.Fields)
+			rec.Fields = s.words[off : off+n : off+n]
+			off += n
+		}
+	}
+	return nil
 }
 
-func readSpawn(r *BitReader, rec *Record) {
+// readSpawn reads a spawn's kind, its transform parts and its fields into rec, the fields at
+// the end of words; rec.Fields is left the right length, and set to its place in words by the
+// caller.
+func (l *Layout) readSpawn(r *BitReader, rec *Record, words []uint32) []uint32 {
 	rec.Kind = uint8(r.ReadBits(8))
-	for i := range 3 {
-		rec.State.Pos[i] = int32(r.ReadBits(PosBits)) + PosMin
+	parts, kl := Transform, (*KindLayout)(nil)
+	if l != nil {
+		if kl = l.kinds[rec.Kind]; kl == nil {
+			r.Fail(ErrInvalid)
+			return words
+		}
+		parts = kl.Parts
 	}
-	rec.State.Rot = uint32(r.ReadBits(32))
-	if r.ReadBool() {
+	if parts&PartPosition != 0 {
+		for i := range 3 {
+			rec.State.Pos[i] = int32(r.ReadBits(PosBits)) + PosMin
+		}
+	}
+	if parts&PartRotation != 0 {
+		rec.State.Rot = uint32(r.ReadBits(32))
+	}
+	if parts&PartVelocity != 0 && r.ReadBool() {
 		for i := range 3 {
 			rec.State.Vel[i] = int16(int32(r.ReadBits(VelBits)) + VelMin)
 		}
 	}
+	if kl == nil || kl.Words == 0 {
+		rec.Fields = nil
+		return words
+	}
+	start := len(words)
+	words = append(words, make([]uint32, kl.Words)...)
+	for i := range kl.Fields {
+		readField(r, &kl.Fields[i], words[start:])
+	}
+	rec.Fields = words[start:]
+	return words
+}
+
+// readField reads a field's value into its words of fields, and fails r with ErrInvalid for a
+// value out of the field's range.
+func readField(r *BitReader, f *FieldLayout, fields []uint32) {
+	for w, left := f.Word, uint(f.Width); left > 0; w++ {
+		n := min(left, 32)
+		fields[w] = uint32(r.ReadBits(n))
+		left -= n
+	}
+	switch v := fields[f.Word]; {
+	case f.Type == FieldEnum && int(v) >= len(f.Values), f.Type == FieldFloat && float64(v) > f.steps():
+		r.Fail(ErrInvalid)
+	}
+}
+
+// readFieldsSection reads a delta's fields section, noting where its mask and values are.
+func readFieldsSection(r *BitReader, rec *Record) {
+	if !r.ReadBool() {
+		return
+	}
+	var n uint64
+	if r.ReadBool() {
+		n = r.ReadBits(11)
+	} else {
+		n = r.ReadBits(6)
+	}
+	rec.FieldsAt, rec.FieldsBits = r.BitPos(), int(n)
+	if n == 0 || r.Remaining() < int(n) {
+		r.Fail(ErrInvalid)
+		return
+	}
+	r.Skip(int(n))
+}
+
+// ApplyFields applies the fields section of delta rec, decoded from packet pkt, for an entity of
+// kind whose baseline holds the field words base: out gets base with the changed fields. It
+// reports false, leaving out unchanged, if the section does not match the kind (its length, a
+// value out of range), which a server of the same schema never sends.
+func (l *Layout) ApplyFields(pkt []byte, rec *Record, kind uint8, base, out []uint32) bool {
+	copy(out, base)
+	if rec.FieldsBits == 0 {
+		return true
+	}
+	kl := l.kinds[kind]
+	if kl == nil || len(kl.Fields) == 0 || len(out) < kl.Words || len(base) < kl.Words {
+		return false
+	}
+	var r BitReader
+	r.Reset(pkt)
+	r.Skip(rec.FieldsAt)
+	mask := r.ReadBits(uint(len(kl.Fields)))
+	bits := len(kl.Fields)
+	tmp := out[:kl.Words]
+	for i := range kl.Fields {
+		if mask&(1<<uint(i)) != 0 {
+			readField(&r, &kl.Fields[i], tmp)
+			bits += kl.Fields[i].Width
+		}
+	}
+	if r.Err() != nil || mask == 0 || bits != rec.FieldsBits {
+		copy(out, base)
+		return false
+	}
+	return true
 }
 
 func readDelta(r *BitReader, rec *Record, tick uint32) {

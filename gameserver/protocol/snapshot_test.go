@@ -83,12 +83,12 @@ func TestSnapshotRoundTrip(t *testing.T) {
 			case OpSpawn:
 				rec.kind = uint8(rng.Uint32())
 				rec.want = randState(rng)
-				ok = enc.Spawn(rec.id, rec.kind, &rec.want)
+				ok = enc.Spawn(rec.id, rec.kind, &rec.want, nil)
 			case OpDelta:
 				rec.age = uint32(rng.IntN(MaxBaselineAge)) + 1
 				rec.base = randState(rng)
 				rec.want = nudge(rng, rec.base)
-				ok = enc.Delta(rec.id, rec.age, &rec.base, &rec.want)
+				ok = enc.Delta(rec.id, rec.age, 0, &rec.base, &rec.want, nil, nil)
 			case OpDespawn:
 				ok = enc.Despawn(rec.id)
 			}
@@ -163,7 +163,7 @@ func TestDeltaSizes(t *testing.T) {
 		var enc SnapshotEncoder
 		enc.Begin(buf, &SnapshotHeader{Tick: 100})
 		before := enc.RoomBits()
-		if !enc.Delta(7, 3, &base, &tt.cur) {
+		if !enc.Delta(7, 3, 0, &base, &tt.cur, nil, nil) {
 			t.Fatalf("%s: record refused", tt.name)
 		}
 		if got := before - enc.RoomBits(); got != tt.bits {
@@ -181,7 +181,7 @@ func TestSnapshotEncoderRefusals(t *testing.T) {
 		t.Fatal("Begin refused MinSnapshotBytes")
 	}
 	s := State{}
-	if enc.Despawn(1) || enc.Spawn(1, 1, &s) {
+	if enc.Despawn(1) || enc.Spawn(1, 1, &s, nil) {
 		t.Fatal("a record fit in a packet with room for the end op only")
 	}
 	var dec Snapshot
@@ -190,7 +190,7 @@ func TestSnapshotEncoderRefusals(t *testing.T) {
 	}
 	enc.Begin(make([]byte, 100), &SnapshotHeader{Tick: 5})
 	for _, age := range []uint32{0, MaxBaselineAge + 1} {
-		if enc.Delta(1, age, &s, &s) {
+		if enc.Delta(1, age, 0, &s, &s, nil, nil) {
 			t.Errorf("Delta accepted age %d", age)
 		}
 	}
@@ -226,9 +226,9 @@ func samplePacket() []byte {
 		cur := nudge(rng, base)
 		switch i % 3 {
 		case 0:
-			enc.Spawn(uint16(i*5000), uint8(i), &cur)
+			enc.Spawn(uint16(i*5000), uint8(i), &cur, nil)
 		case 1:
-			enc.Delta(uint16(i), uint32(i*40+1), &base, &cur)
+			enc.Delta(uint16(i), uint32(i*40+1), 0, &base, &cur, nil, nil)
 		case 2:
 			enc.Despawn(uint16(i))
 		}
@@ -273,7 +273,7 @@ func TestSnapshotEncodeDecodeAllocatesNothing(t *testing.T) {
 	run := func() {
 		enc.Begin(buf, &SnapshotHeader{Tick: 50})
 		for i := 1; i < len(states); i++ {
-			if !enc.Delta(uint16(i), 2, &states[i-1], &states[i]) && !enc.Despawn(uint16(i)) {
+			if !enc.Delta(uint16(i), 2, 0, &states[i-1], &states[i], nil, nil) && !enc.Despawn(uint16(i)) {
 				break
 			}
 		}

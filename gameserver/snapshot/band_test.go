@@ -75,7 +75,7 @@ func TestEnterBudget(t *testing.T) {
 	cfg := testConfig()
 	cfg.EnterBudgetDivisor = 4
 	const budget = 1200
-	maxSpawns := budget / 4 / spawnRecordBytes
+	maxSpawns := budget / 4 / ((protocol.MaxTransformSpawnBits + 7) / 8)
 	wcfg := busyWorld(22)
 	wcfg.RestMinSec, wcfg.RestMaxSec, wcfg.LifetimeMeanSec = 0, 0, 0
 	h := newHarness(t, wcfg, cfg)

@@ -286,9 +286,9 @@ func (c *benchContent) encodeOurs(buf []byte, enc *protocol.SnapshotEncoder, ful
 			for {
 				var ok bool
 				if full {
-					ok = enc.Spawn(id, c.kinds[id], &c.states[id])
+					ok = enc.Spawn(id, c.kinds[id], &c.states[id], nil)
 				} else {
-					ok = enc.Delta(id, c.baseAge, &c.base[id], &c.states[id])
+					ok = enc.Delta(id, c.baseAge, 0, &c.base[id], &c.states[id], nil, nil)
 				}
 				if ok {
 					break

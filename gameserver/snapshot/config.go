@@ -47,8 +47,9 @@ func FromNetcode(nc netcode.Resolved, interestRadius float32) Config {
 	}
 }
 
-// minPacketBytes is the smallest MaxPacketBytes: room for the header and one spawn record.
-const minPacketBytes = protocol.MinSnapshotBytes + (protocol.MaxSpawnBits+7)/8
+// minPacketBytes is the smallest MaxPacketBytes: room for the header with its input
+// acknowledgement and one spawn record of any schema.
+const minPacketBytes = protocol.MinSnapshotBytes + protocol.InputAckBytes + (protocol.MaxSpawnBits+7)/8
 
 // Validate reports every invalid field.
 func (c Config) Validate() error {
@@ -107,13 +108,11 @@ func intervalTicks(tickHz, hz int) uint32 {
 	return uint32(max(1, (tickHz+hz/2)/hz))
 }
 
-// maxSpawns is how many spawn records a frame of limit bytes may carry.
-func (c Config) maxSpawns(limit int) int {
+// maxSpawns is how many spawn records of spawnBytes bytes at most a frame of limit bytes may
+// carry.
+func (c Config) maxSpawns(limit, spawnBytes int) int {
 	if c.EnterBudgetDivisor <= 1 {
 		return math.MaxInt
 	}
-	return max(1, limit/c.EnterBudgetDivisor/spawnRecordBytes)
+	return max(1, limit/c.EnterBudgetDivisor/spawnBytes)
 }
-
-// spawnRecordBytes is the size of the largest spawn record.
-const spawnRecordBytes = (protocol.MaxSpawnBits + 7) / 8

@@ -89,13 +89,19 @@ func (v *View) place(tick uint32) (encode int) {
 // tick, offers it to the record cache (unless another view put its own record of the slot
 // there this tick), and lists it.
 func (v *View) encodeDelta(c uint16, tick uint32, base, cur *protocol.State) {
-	rep := &v.reps[v.sc.cands[c]]
+	ri := v.sc.cands[c]
+	rep := &v.reps[ri]
 	age := tick - rep.baseTick
-	var rec protocol.RecordBits
-	if *base != *cur {
-		protocol.DeltaRecord(rep.slot, age, base, cur, &rec)
+	rec := &v.rec
+	rec.N = 0
+	if v.stride == 0 {
+		if *base != *cur {
+			protocol.DeltaRecord(rep.slot, age, base, cur, rec)
+		}
+	} else if bf, cf := v.baseFieldsOf(ri), v.curFields(rep.slot); *base != *cur || !slices.Equal(bf, cf) {
+		v.layout.DeltaRecord(rep.slot, age, uint8(v.kinds[rep.slot]), base, cur, bf, cf, rec)
 	}
-	v.cache.at(rep.slot, age).fill(tick, age, &rec)
+	v.cache.at(rep.slot, age).fill(tick, age, rec)
 	if rec.N > 64 {
 		v.sc.candBits[c], v.sc.candLen[c] = 0, recEncoded
 		return
@@ -114,7 +120,12 @@ func (v *View) emit(tick uint32, budget int, nowMs uint32, flags uint8, f *Frame
 	if budget > 0 {
 		limit = min(limit, budget)
 	}
-	v.spawnsLeft = v.cfg.maxSpawns(limit)
+	v.spawnsLeft = v.cfg.maxSpawns(limit, v.spawnBytes)
+	minPacket := protocol.MinSnapshotBytes + v.spawnBytes
+	if v.hasInput {
+		flags |= protocol.FlagInputAck
+		minPacket += protocol.InputAckBytes
+	}
 	off := 0      // start of the open packet
 	open := false // a packet is open at off
 	last := false // the open packet is the last the budget allows
@@ -123,12 +134,12 @@ func (v *View) emit(tick uint32, budget int, nowMs uint32, flags uint8, f *Frame
 	for p := 0; p < len(cands) && misses < maxMisses; {
 		if !open {
 			room := min(v.cfg.MaxPacketBytes, limit-off)
-			h := protocol.SnapshotHeader{Tick: tick, ServerTimeMs: nowMs, Seq: v.nextSeq, Flags: flags}
+			h := protocol.SnapshotHeader{Tick: tick, ServerTimeMs: nowMs, Seq: v.nextSeq, Flags: flags, InputSeq: v.inputSeq}
 			if !v.enc.Begin(f.buf[off:off+room], &h) {
 				return
 			}
 			open = true
-			last = limit-off-room < minPacketBytes
+			last = limit-off-room < minPacket
 		}
 		if candLen[p]-1 < 64 { // a delta of 1 to 64 bits
 			wrote := v.enc.AppendBits(candBits[p:], candLen[p:])
@@ -206,14 +217,15 @@ func (v *View) write(ri uint16, l uint8, tick uint32) int {
 	case rep.baseTick != 0 && tick-rep.baseTick <= protocol.MaxBaselineAge &&
 		rep.sendCount-rep.baseSend-1 < protocol.HistoryDepth-1:
 		// A delta longer than 64 bits.
-		if ok = v.enc.Delta(slot, tick-rep.baseTick, v.baseline(ri), &v.states[slot]); ok {
+		if ok = v.enc.Delta(slot, tick-rep.baseTick, uint8(v.kinds[slot]), v.baseline(ri), &v.states[slot],
+			v.baseFieldsOf(ri), v.curFields(slot)); ok {
 			v.res.Deltas++
 		}
 	case v.spawnsLeft == 0:
 		v.res.Deferred++
 		return deferred
 	default:
-		if ok = v.enc.Spawn(slot, uint8(v.kinds[slot]), &v.states[slot]); ok {
+		if ok = v.enc.Spawn(slot, uint8(v.kinds[slot]), &v.states[slot], v.curFields(slot)); ok {
 			v.res.Spawns++
 			v.spawnsLeft--
 		}

@@ -30,4 +30,13 @@ type Entities interface {
 	// QueryNew appends the live entities within radius of (x, y) whose slots are not set in
 	// known.
 	QueryNew(x, y, radius float32, known []uint8, out []entity.Hit) []entity.Hit
+	// Layout is the store's compiled schema; Fields the committed field words, Layout().Stride()
+	// a slot, and FieldHistory their history, in rows like History's.
+	Layout() *protocol.Layout
+	Fields() []uint32
+	FieldHistory() []uint32
+	// Visibilities are the slots' visibilities, read for the slots whose SlotMeta.Special is
+	// set; AlwaysRelevant lists the live slots relevant wherever they are.
+	Visibilities() []entity.Visibility
+	AlwaysRelevant() []uint16
 }

@@ -2,6 +2,7 @@ package snapshot
 
 import (
 	"math"
+	"slices"
 
 	"github.com/netfleet/netfleet/gameserver/entity"
 	"github.com/netfleet/netfleet/gameserver/protocol"
@@ -71,13 +72,38 @@ func (v *View) scan(tick uint32, fx, fy, r, slack float32, reach float64) {
 	}
 }
 
+// gatherRelevant adds the entities relevant wherever they are (entity.Visibility) that the view
+// does not track yet; they are few, and checked at every build, with or without a focus.
+func (v *View) gatherRelevant(tick uint32) {
+	for _, slot := range v.e.AlwaysRelevant() {
+		if !v.index.has(slot) {
+			v.add(tick, slot, 0)
+		}
+	}
+}
+
 // add starts tracking slot, at squared distance d2 from the focus, as a spawn if it is within the
-// radius and reports whether it did. When the view tracks maxReplicas entities already, it
-// does not, and the next gather scans in full.
+// radius, or relevant wherever it is, and its visibility admits the view's audience; it reports
+// whether it did. When the view tracks maxReplicas entities already, it does not, and the next
+// gather scans in full.
 func (v *View) add(tick uint32, slot uint16, d2 float32) bool {
 	r2 := v.cfg.InterestRadius * v.cfg.InterestRadius
-	if d2 > r2 {
+	m := &v.metas[slot]
+	if d2 > r2 && !m.Special {
 		return false
+	}
+	scale := float32(1)
+	if m.Special {
+		vis := &v.vis[slot]
+		if !vis.Visible(v.player, v.groups) {
+			return false
+		}
+		if vis.Relevant() {
+			d2 = 0
+		} else if d2 > r2 {
+			return false
+		}
+		scale = vis.RelevanceScale()
 	}
 	if v.Known() >= maxReplicas {
 		v.scanDue = true
@@ -90,9 +116,10 @@ func (v *View) add(tick uint32, slot uint16, d2 float32) bool {
 	} else {
 		v.reps = append(v.reps, replica{})
 		v.bases = append(v.bases, protocol.State{})
+		v.baseFields = slices.Grow(v.baseFields, v.stride)[:len(v.baseFields)+v.stride]
 	}
 	v.reps[i] = replica{slot: slot}
-	v.start(&v.reps[i], v.metas[slot].Gen, tick, max(minRelevance, 1-d2*(1-minRelevance)/r2))
+	v.start(&v.reps[i], m.Gen, tick, scale*max(minRelevance, 1-d2*(1-minRelevance)/r2))
 	v.bases[i] = protocol.State{}
 	v.index.set(slot, i)
 	return true

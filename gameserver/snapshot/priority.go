@@ -101,7 +101,7 @@ func (v *View) classify(p *pass) (others bool) {
 		rep := &reps[i]
 		m := &metas[rep.slot]
 		d2 := m.Dist2(p.fx, p.fy)
-		if rep.leaving || !m.Alive || m.Gen != rep.gen || d2 > p.exit2 {
+		if rep.leaving || !m.Alive || m.Gen != rep.gen || d2 > p.exit2 || m.Special {
 			buckets[i], others = other, true
 			continue
 		}
@@ -157,10 +157,24 @@ func (v *View) collectOther(p *pass, i int) {
 	if !meta.Alive {
 		d2 = float32(math.Inf(1))
 	}
+	scale := float32(1)
+	if meta.Special && meta.Alive {
+		// The game's visibility: an entity the audience may not see leaves as if out of range,
+		// one relevant wherever it is stays as if at the focus.
+		switch vis := &v.vis[rep.slot]; {
+		case !vis.Visible(v.player, v.groups):
+			d2 = float32(math.Inf(1))
+		case vis.Relevant():
+			d2, scale = 0, vis.RelevanceScale()
+		default:
+			scale = vis.RelevanceScale()
+		}
+	}
 	relevance := 1 - d2*p.inv
 	if relevance < minRelevance {
 		relevance = minRelevance
 	}
+	relevance *= scale
 	if rep.leaving || meta.Gen != rep.gen || !meta.Alive || d2 > p.exit2 {
 		if !v.follow(rep, meta, tick, d2 <= p.r2, relevance) {
 			v.drop(i)

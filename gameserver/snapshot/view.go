@@ -101,16 +101,31 @@ type View struct {
 	sc       *scratch     // taken from scratch while a frame is built
 	cfg      Config
 	focus    entity.ID
+	// The audience: the player the view is for and its groups (entity.Visibility).
+	player int
+	groups uint64
+	// The newest of the client's inputs the game applied, for the packets' header.
+	inputSeq uint16
+	hasInput bool
+	// The store's schema: its layout, the field words a slot, and the size of its largest spawn.
+	layout     *protocol.Layout
+	stride     int
+	spawnBytes int
+	rec        protocol.RecordBits // the delta being encoded for the record cache
 	// What a build reads of the store, fetched at its start.
-	metas  []entity.SlotMeta
-	states []protocol.State
-	kinds  []entity.Kind
-	hist   []protocol.State
-	now    uint32      // the tick being built
-	res    FrameResult // of the frame being built
+	metas     []entity.SlotMeta
+	states    []protocol.State
+	kinds     []entity.Kind
+	hist      []protocol.State
+	fields    []uint32
+	fieldHist []uint32
+	vis       []entity.Visibility
+	now       uint32      // the tick being built
+	res       FrameResult // of the frame being built
 
-	reps     []replica        // by position, holes included
-	bases    []protocol.State // parallel to reps: baselines that aged out of the store's history
+	reps       []replica        // by position, holes included
+	bases      []protocol.State // parallel to reps: baselines that aged out of the store's history
+	baseFields []uint32         // stride words per position of reps: the fields of those baselines
 	free     []uint16         // the holes in reps
 	index    slotIndex
 	ackQueue []uint16 // ring indices acknowledged since the last frame
@@ -161,9 +176,13 @@ func NewView(e Entities, sh *Shared, cfg Config) (*View, error) {
 		return nil, ErrSharedCapacity
 	}
 	const initial = 512
+	l := e.Layout()
 	v := &View{
-		e:        e,
-		capacity: e.Capacity(),
+		e:          e,
+		layout:     l,
+		stride:     l.Stride(),
+		spawnBytes: (l.MaxSpawnBits() + 7) / 8,
+		capacity:   e.Capacity(),
 		cache:    sh.records,
 		scratch:  &sh.scratch,
 		history:  uint32(e.HistoryTicks()),
@@ -177,6 +196,7 @@ func NewView(e Entities, sh *Shared, cfg Config) (*View, error) {
 		ackQueue: make([]uint16, 0, ringSize),
 		arena:    make([]uint32, arenaSize),
 	}
+	v.enc.SetLayout(l)
 	v.Recycle()
 	return v, nil
 }
@@ -200,6 +220,7 @@ func (v *View) forget() {
 	v.index.clear()
 	v.reps = v.reps[:0]
 	v.bases = v.bases[:0]
+	v.baseFields = v.baseFields[:0]
 	v.free = v.free[:0]
 	v.ackQueue = v.ackQueue[:0]
 	for i := range v.ring {
@@ -220,8 +241,21 @@ func (v *View) SetConfig(cfg Config) error {
 }
 
 // SetFocus sets the entity whose surroundings the view replicates, normally the view's
-// avatar. With no valid focus nothing is in interest.
+// avatar. With no valid focus nothing is in interest but the entities relevant wherever they are.
 func (v *View) SetFocus(id entity.ID) { v.focus = id }
+
+// SetAudience says whom the view is for: the player in slot, in groups. It sees the entities
+// whose entity.Visibility admits them, from the next frame on.
+func (v *View) SetAudience(slot int, groups uint64) {
+	if slot != v.player || groups != v.groups {
+		v.player, v.groups = slot, groups
+		v.scanDue = true
+	}
+}
+
+// AckInput makes the view's packets tell the client that the game has applied its inputs up to
+// the one of sequence seq (protocol.FlagInputAck).
+func (v *View) AckInput(seq uint16) { v.inputSeq, v.hasInput = seq, true }
 
 // Focus is the focus entity.
 func (v *View) Focus() entity.ID { return v.focus }
@@ -249,7 +283,7 @@ func (v *View) Known() int { return len(v.reps) - len(v.free) }
 func (v *View) MemoryBytes() int {
 	return int(unsafe.Sizeof(*v)) +
 		cap(v.reps)*int(unsafe.Sizeof(replica{})) +
-		cap(v.bases)*int(unsafe.Sizeof(protocol.State{})) +
+		cap(v.bases)*int(unsafe.Sizeof(protocol.State{})) + cap(v.baseFields)*4 +
 		cap(v.free)*2 + cap(v.watch)*2 + v.index.bytes() +
 		cap(v.ackQueue)*2 + cap(v.arena)*4
 }
@@ -273,6 +307,10 @@ func (v *View) BuildFrame(budget int, nowUnixMs int64, f *Frame) (FrameResult, e
 	}
 	v.now = tick
 	v.metas, v.states, v.kinds, v.hist = v.e.Metas(), v.e.States(), v.e.Kinds(), v.e.History()
+	if v.stride > 0 {
+		v.fields, v.fieldHist = v.e.Fields(), v.e.FieldHistory()
+	}
+	v.vis = v.e.Visibilities()
 	v.res = FrameResult{}
 	f.clear(tick)
 	f.firstSeq = v.nextSeq
@@ -297,6 +335,7 @@ func (v *View) BuildFrame(budget int, nowUnixMs int64, f *Frame) (FrameResult, e
 	} else {
 		v.scanDue = true
 	}
+	v.gatherRelevant(tick)
 	v.promote()
 	v.bump()
 	v.collect(tick, update, updateFar, fx, fy, focused)
@@ -345,12 +384,15 @@ func (v *View) compact(tick uint32) {
 		}
 		if i != j {
 			v.reps[j], v.bases[j] = v.reps[i], v.bases[i]
+			if v.stride > 0 {
+				copy(v.baseFields[j*v.stride:(j+1)*v.stride], v.baseFields[i*v.stride:(i+1)*v.stride])
+			}
 			v.reps[j].minPromote = tick + 1
 			v.index.set(v.reps[j].slot, j)
 		}
 		j++
 	}
-	v.reps, v.bases, v.free = v.reps[:j], v.bases[:j], v.free[:0]
+	v.reps, v.bases, v.baseFields, v.free = v.reps[:j], v.bases[:j], v.baseFields[:j*v.stride], v.free[:0]
 }
 
 // storeBaseline copies replica i's baseline out of the store's history, or drops it if it aged
@@ -360,6 +402,9 @@ func (v *View) compact(tick uint32) {
 func (v *View) storeBaseline(rep *replica, i int) {
 	if st, ok := v.stateAt(rep.slot, rep.baseTick); ok {
 		v.bases[i], rep.baseStored = *st, true
+		if v.stride > 0 {
+			copy(v.baseFields[i*v.stride:(i+1)*v.stride], v.fieldsAt(rep.slot, rep.baseTick))
+		}
 	} else {
 		rep.baseTick = 0
 	}
@@ -373,6 +418,32 @@ func (v *View) baseline(ri uint16) *protocol.State {
 	}
 	st, _ := v.stateAt(v.reps[ri].slot, v.reps[ri].baseTick)
 	return st
+}
+
+// baseFieldsOf is the field words of replica ri's baseline; nil without fields.
+func (v *View) baseFieldsOf(ri uint16) []uint32 {
+	if v.stride == 0 {
+		return nil
+	}
+	if v.reps[ri].baseStored {
+		return v.baseFields[int(ri)*v.stride : (int(ri)+1)*v.stride]
+	}
+	return v.fieldsAt(v.reps[ri].slot, v.reps[ri].baseTick)
+}
+
+// curFields is the slot's committed field words; nil without fields.
+func (v *View) curFields(slot uint16) []uint32 {
+	if v.stride == 0 {
+		return nil
+	}
+	return v.fields[int(slot)*v.stride : (int(slot)+1)*v.stride]
+}
+
+// fieldsAt is the slot's field words at tick in the store's history, which holds them: the
+// caller found the tick's state there.
+func (v *View) fieldsAt(slot uint16, tick uint32) []uint32 {
+	at := (int(tick&(v.history-1))*v.capacity + int(slot)) * v.stride
+	return v.fieldHist[at : at+v.stride]
 }
 
 // stateAt is the slot's state at tick in the store's history, if the history still holds it;

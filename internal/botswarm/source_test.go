@@ -255,7 +255,7 @@ func buildPacket(buf []byte, tick uint32, now time.Time, seq uint16, part, recor
 	for r := range records {
 		id := uint16(part*records + r)
 		st := protocol.State{Pos: [3]int32{int32(tick), int32(id), 0}, Rot: protocol.YawRotation(float64(tick) / 10)}
-		if !e.Spawn(id, 1, &st) {
+		if !e.Spawn(id, 1, &st, nil) {
 			panic("packet full")
 		}
 	}
