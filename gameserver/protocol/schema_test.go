@@ -111,7 +111,9 @@ func TestSchemaHash(t *testing.T) {
 		func(s *Schema) { s.Kinds[0].Fields[0].Step = 0.25 },
 		func(s *Schema) { s.Kinds[0].Fields[5].Size = 7 },
 		func(s *Schema) { s.Kinds[1].ID = 3 },
-		func(s *Schema) { s.Kinds[0].Fields[0], s.Kinds[0].Fields[1] = s.Kinds[0].Fields[1], s.Kinds[0].Fields[0] },
+		func(s *Schema) {
+			s.Kinds[0].Fields[0], s.Kinds[0].Fields[1] = s.Kinds[0].Fields[1], s.Kinds[0].Fields[0]
+		},
 		func(s *Schema) { s.Kinds = s.Kinds[:3] },
 	} {
 		e := testSchema()

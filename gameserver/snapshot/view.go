@@ -126,9 +126,9 @@ type View struct {
 	reps       []replica        // by position, holes included
 	bases      []protocol.State // parallel to reps: baselines that aged out of the store's history
 	baseFields []uint32         // stride words per position of reps: the fields of those baselines
-	free     []uint16         // the holes in reps
-	index    slotIndex
-	ackQueue []uint16 // ring indices acknowledged since the last frame
+	free       []uint16         // the holes in reps
+	index      slotIndex
+	ackQueue   []uint16 // ring indices acknowledged since the last frame
 
 	ring [ringSize]sentPacket
 	// pending has bit i set while ring[i] holds a packet not acknowledged yet, so that an ACK
@@ -183,18 +183,18 @@ func NewView(e Entities, sh *Shared, cfg Config) (*View, error) {
 		stride:     l.Stride(),
 		spawnBytes: (l.MaxSpawnBits() + 7) / 8,
 		capacity:   e.Capacity(),
-		cache:    sh.records,
-		scratch:  &sh.scratch,
-		history:  uint32(e.HistoryTicks()),
-		storeAge: min(storeAge, uint32(e.HistoryTicks())-2),
-		cfg:      cfg,
-		reps:     make([]replica, 0, initial),
-		bases:    make([]protocol.State, 0, initial),
-		free:     make([]uint16, 0, initial),
-		watch:    make([]uint16, 0, initial/4),
-		index:    newSlotIndex(e.Capacity()),
-		ackQueue: make([]uint16, 0, ringSize),
-		arena:    make([]uint32, arenaSize),
+		cache:      sh.records,
+		scratch:    &sh.scratch,
+		history:    uint32(e.HistoryTicks()),
+		storeAge:   min(storeAge, uint32(e.HistoryTicks())-2),
+		cfg:        cfg,
+		reps:       make([]replica, 0, initial),
+		bases:      make([]protocol.State, 0, initial),
+		free:       make([]uint16, 0, initial),
+		watch:      make([]uint16, 0, initial/4),
+		index:      newSlotIndex(e.Capacity()),
+		ackQueue:   make([]uint16, 0, ringSize),
+		arena:      make([]uint32, arenaSize),
 	}
 	v.enc.SetLayout(l)
 	v.Recycle()
