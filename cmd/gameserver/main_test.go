@@ -110,6 +110,8 @@ func TestSIGTERM(t *testing.T) {
 		}
 		if ok {
 			switch ev.Type {
+			case enet.EventConnect:
+				_ = peer.Send(broadcast.ChannelReliable, cl.AppendHello(nil), enet.Reliable)
 			case enet.EventReceive:
 				if err := cl.HandleMessage(ev.Packet.Bytes(), time.Now().UnixMilli()); err != nil {
 					t.Fatalf("client: %v", err)

@@ -58,6 +58,7 @@ func (b *bot) service(t *testing.T) {
 		switch b.ev.Type {
 		case enet.EventConnect:
 			b.up = true
+			b.send(t, b.cl.AppendHello(b.buf[:0]), enet.Reliable)
 		case enet.EventDisconnect:
 			t.Fatalf("the server disconnected a bot with %d", b.ev.Data)
 		case enet.EventReceive:

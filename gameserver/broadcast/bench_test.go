@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/netfleet/netfleet/api/netcode"
+	"github.com/netfleet/netfleet/gameserver/client"
 	"github.com/netfleet/netfleet/gameserver/demo"
 	"github.com/netfleet/netfleet/gameserver/enet"
 )
@@ -170,6 +171,7 @@ func churner(tb testing.TB, server netip.AddrPort, perSecond int, stop <-chan st
 	defer h.Destroy()
 	started := make([]time.Time, h.PeerCount())
 	var ev enet.Event
+	hello := client.New().AppendHello(nil)
 	interval := time.Second / time.Duration(perSecond)
 	next := time.Now()
 	for {
@@ -200,6 +202,9 @@ func churner(tb testing.TB, server netip.AddrPort, perSecond int, stop <-chan st
 				break
 			}
 			if ev.Type == enet.EventConnect {
+				// The HELLO, so that the server starts a session, then the close.
+				_ = ev.Peer.Send(ChannelReliable, hello, enet.Reliable)
+				h.Flush()
 				ev.Peer.DisconnectNow(0)
 			}
 		}

@@ -67,6 +67,7 @@ func (bt *bot) service(tb testing.TB, nowMs int64) {
 		switch bt.ev.Type {
 		case enet.EventConnect:
 			bt.up = true
+			bt.send(tb, bt.cl.AppendHello(bt.buf[:0]), enet.Reliable)
 		case enet.EventDisconnect:
 			bt.down, bt.code = true, bt.ev.Data
 			return

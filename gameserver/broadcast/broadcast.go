@@ -51,6 +51,10 @@ const (
 	// shutdownWait bounds how long Stop waits for peers to acknowledge their disconnect when its
 	// context has no earlier deadline.
 	shutdownWait = 2 * time.Second
+
+	// HelloTimeout is how long a connected peer has to send its HELLO before it is disconnected
+	// with protocol.CloseHandshake.
+	HelloTimeout = 2 * time.Second
 )
 
 // Options configure a Broadcaster.
@@ -107,17 +111,26 @@ type Broadcaster struct {
 	log    *slog.Logger
 	onTick func(TickStats)
 
-	host      *enet.Host
-	game      game.Game
-	store     *entity.Store
-	players   []game.Player // by peer slot, valid while the session is active
-	radius    float32
-	cfg       netcode.NetcodeConfig // running, defaulted
-	scfg      session.Config
-	period    time.Duration
-	sessions  []*session.Session // by peer slot
-	peers     []enet.Peer        // by peer slot, valid while the session is active
-	connData  []uint32           // by peer slot: the data the peer connected with
+	host     *enet.Host
+	game     game.Game
+	store    *entity.Store
+	players  []game.Player // by peer slot, valid while the session is active
+	radius   float32
+	cfg      netcode.NetcodeConfig // running, defaulted
+	scfg     session.Config
+	period   time.Duration
+	sessions []*session.Session // by peer slot
+	peers    []enet.Peer        // by peer slot, valid while the session is active
+	connData []uint32           // by peer slot: the data the peer connected with
+	// pending holds, by peer slot, the peers that connected and have not sent their HELLO yet:
+	// when they connected; zero for none. They hold a slot and nothing else.
+	pending   []time.Time
+	nPending  int
+	hello     protocol.Hello
+	schema    uint64 // the store's schema hash, which a HELLO must name
+	closeBuf  []byte
+	handshake uint64 // peers disconnected for a missing or malformed HELLO
+	mismatch  uint64 // peers refused for another schema
 	live      int
 	states    *session.StatePool
 	policy    session.StatePolicy
@@ -220,6 +233,8 @@ func New(opts Options) (*Broadcaster, error) {
 		sessions: make([]*session.Session, opts.MaxPeers),
 		peers:    make([]enet.Peer, opts.MaxPeers),
 		connData: make([]uint32, opts.MaxPeers),
+		pending:  make([]time.Time, opts.MaxPeers),
+		schema:   opts.Store.Layout().Hash(),
 		states:   states,
 		frames:   session.NewFramePool(cfg.Memory.FramePoolBudgetBytes, int(cfg.Backpressure.FrameBytes)),
 		reqs:     make(chan request),
@@ -437,17 +452,71 @@ func (b *Broadcaster) handle(ev *enet.Event) {
 	s := b.sessions[slot]
 	switch ev.Type {
 	case enet.EventConnect:
-		b.connect(ev.Peer, ev.Data)
+		// The session starts once the peer's HELLO names the store's schema.
+		b.pending[slot] = time.Now()
+		b.nPending++
+		b.connData[slot] = ev.Data
 	case enet.EventDisconnect:
+		if !b.pending[slot].IsZero() {
+			b.unpend(slot)
+			return
+		}
 		if s.Active() {
 			b.peerEnded(slot, 0)
 			b.end(slot, game.Leave{Code: ev.Data})
 			b.log.Debug("peer disconnected", "slot", slot, "data", ev.Data)
 		}
 	case enet.EventReceive:
-		if s.Active() {
+		switch {
+		case s.Active():
 			// A malformed, oversized or refused message is counted by the session and dropped.
 			_ = s.HandleMessage(ev.Packet.Bytes(), time.Now().UnixMilli())
+		case !b.pending[slot].IsZero():
+			b.greet(ev.Peer, ev.Packet.Bytes())
+		}
+	}
+}
+
+// greet takes a message from a peer that has not sent its HELLO: a HELLO of the store's schema
+// starts its session; one of another schema is refused with protocol.CloseSchema, and a
+// malformed one with protocol.CloseHandshake. Anything else (a PING overtaking the HELLO) is
+// dropped.
+func (b *Broadcaster) greet(p enet.Peer, msg []byte) {
+	if t, err := protocol.PeekType(msg); err != nil || t != protocol.MsgHello {
+		return
+	}
+	slot := p.Slot()
+	b.unpend(slot)
+	switch err := protocol.DecodeHello(msg, &b.hello); {
+	case err != nil:
+		b.handshake++
+		b.refuseWith(p, protocol.CloseHandshake, "malformed HELLO: "+err.Error())
+	case b.hello.SchemaHash != b.schema:
+		b.mismatch++
+		b.refuseWith(p, protocol.CloseSchema, fmt.Sprintf(
+			"schema mismatch: the server's schema is %016x, the client's %016x; rebuild the client with the game's schema",
+			b.schema, b.hello.SchemaHash))
+	default:
+		b.connect(p, b.connData[slot])
+	}
+}
+
+// unpend forgets that the peer in slot waits for its HELLO.
+func (b *Broadcaster) unpend(slot int) {
+	b.pending[slot] = time.Time{}
+	b.nPending--
+}
+
+// expireHellos disconnects the peers that sent no HELLO within HelloTimeout.
+func (b *Broadcaster) expireHellos(now time.Time) {
+	if b.nPending == 0 {
+		return
+	}
+	for slot, since := range b.pending {
+		if !since.IsZero() && now.Sub(since) > HelloTimeout {
+			b.unpend(slot)
+			b.handshake++
+			b.refuseWith(b.host.Peer(slot), protocol.CloseHandshake, "no HELLO within "+HelloTimeout.String())
 		}
 	}
 }
@@ -474,7 +543,7 @@ func (b *Broadcaster) connect(p enet.Peer, data uint32) {
 	case err != nil:
 		b.states.Put(snap, b.policy.InUse())
 		b.gameRefused++
-		b.refuse(p, game.CloseCode(err), err.Error())
+		b.refuse(p, game.CloseCode(err), game.Reason(err))
 		return
 	case !b.store.Valid(focus):
 		b.states.Put(snap, b.policy.InUse())
@@ -507,8 +576,19 @@ func (b *Broadcaster) refuse(p enet.Peer, code uint32, why string) {
 	if code == protocol.CloseStalled {
 		b.refused++
 	}
+	b.refuseWith(p, code, why)
+}
+
+// refuseWith sends the peer a CLOSE with code and why, then disconnects it with code once the
+// CLOSE is out.
+func (b *Broadcaster) refuseWith(p enet.Peer, code uint32, why string) {
 	b.log.Debug("peer refused", "slot", p.Slot(), "code", code, "reason", why)
-	p.Disconnect(code)
+	b.closeBuf = protocol.AppendClose(b.closeBuf[:0], &protocol.Close{Code: code, Reason: why})
+	if p.Send(ChannelReliable, b.closeBuf, enet.Reliable) != nil {
+		p.Disconnect(code)
+		return
+	}
+	p.DisconnectLater(code)
 }
 
 // end stops the session in slot, its state returns to the pools, and the game learns the player
@@ -553,6 +633,7 @@ func (b *Broadcaster) tick(start time.Time) {
 		}
 	}
 	b.kicks = b.kicks[:0]
+	b.expireHellos(start)
 	now := b.now(start)
 	for slot, s := range b.sessions {
 		if !s.Active() {
@@ -587,6 +668,16 @@ func (tp *tickPlayers) Follow(slot int, id entity.ID) error {
 		return fmt.Errorf("follow %s: %w", id, entity.ErrNoEntity)
 	}
 	b.sessions[slot].Follow(id)
+	return nil
+}
+
+// SetGroups puts the player in slot in groups.
+func (tp *tickPlayers) SetGroups(slot int, groups uint64) error {
+	b := (*Broadcaster)(tp)
+	if slot < 0 || slot >= len(b.sessions) || !b.sessions[slot].Active() {
+		return fmt.Errorf("%w: slot %d", game.ErrNoPlayer, slot)
+	}
+	b.sessions[slot].SetGroups(groups)
 	return nil
 }
 

@@ -3,6 +3,8 @@ package broadcast
 import (
 	"bytes"
 	"errors"
+	"net/netip"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -290,5 +292,113 @@ func TestFollow(t *testing.T) {
 	var tk game.Tick
 	if err := tk.Follow(0, far); !errors.Is(err, game.ErrNoPlayers) {
 		t.Errorf("a Tick that is not the server's: %v", err)
+	}
+}
+
+// handshaker is a raw ENet client that sends what a test asks for instead of a well-behaved
+// client's HELLO, and notes the CLOSE and the disconnect it gets.
+type handshaker struct {
+	host   *enet.Host
+	peer   enet.Peer
+	ev     enet.Event
+	up     bool
+	closed protocol.Close
+	code   uint32 // the disconnect's data, once disconnected
+	got    int    // SNAPSHOTs received
+}
+
+func newHandshaker(t *testing.T, addr netip.AddrPort) *handshaker {
+	t.Helper()
+	h, err := enet.NewHost(enet.Config{Peers: 1, Channels: Channels})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(h.Destroy)
+	p, err := h.Connect(addr, Channels, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &handshaker{host: h, peer: p}
+}
+
+func (hs *handshaker) service(t *testing.T) {
+	for {
+		ok, err := hs.host.Service(&hs.ev, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			return
+		}
+		switch hs.ev.Type {
+		case enet.EventConnect:
+			hs.up = true
+		case enet.EventDisconnect:
+			hs.code = max(hs.ev.Data, 1)
+		case enet.EventReceive:
+			switch typ, _ := protocol.PeekType(hs.ev.Packet.Bytes()); typ {
+			case protocol.MsgClose:
+				if err := protocol.DecodeClose(hs.ev.Packet.Bytes(), &hs.closed); err != nil {
+					t.Fatal(err)
+				}
+			case protocol.MsgSnapshot:
+				hs.got++
+			}
+		}
+	}
+}
+
+// TestHandshake: the session starts only on a HELLO of the server's schema; a HELLO of another
+// schema is refused with 4004 and a CLOSE saying so, before any record is sent; a malformed
+// HELLO, or none within HelloTimeout, is refused with 4002; a PING before the HELLO is dropped.
+func TestHandshake(t *testing.T) {
+	b, g := startRecorder(t, netcode.NetcodeConfig{})
+	good, wrong, garbled, silent := newHandshaker(t, b.Address()), newHandshaker(t, b.Address()),
+		newHandshaker(t, b.Address()), newHandshaker(t, b.Address())
+	all := []*handshaker{good, wrong, garbled, silent}
+	serviceAll := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(testDeadline)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not within %s", what, testDeadline)
+			}
+			for _, hs := range all {
+				hs.service(t)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	serviceAll("connected", func() bool { return good.up && wrong.up && garbled.up && silent.up })
+	send := func(hs *handshaker, msg []byte) {
+		if err := hs.peer.Send(ChannelReliable, msg, enet.Reliable); err != nil {
+			t.Fatal(err)
+		}
+	}
+	schema := g.st.Layout().Hash()
+	send(good, protocol.AppendPing(nil, &protocol.Ping{}))
+	send(good, protocol.AppendHello(nil, &protocol.Hello{SchemaHash: schema}))
+	send(wrong, protocol.AppendHello(nil, &protocol.Hello{SchemaHash: schema ^ 1}))
+	send(garbled, append(protocol.AppendHello(nil, &protocol.Hello{SchemaHash: schema}), 0))
+	serviceAll("refusals", func() bool { return wrong.code != 0 && garbled.code != 0 && good.got > 0 })
+	if wrong.code != protocol.CloseSchema || wrong.closed.Code != protocol.CloseSchema ||
+		!strings.Contains(wrong.closed.Reason, "schema mismatch") || wrong.got != 0 {
+		t.Errorf("another schema: disconnect %d, CLOSE %+v, %d snapshots", wrong.code, wrong.closed, wrong.got)
+	}
+	if garbled.code != protocol.CloseHandshake || garbled.closed.Code != protocol.CloseHandshake || garbled.got != 0 {
+		t.Errorf("a malformed HELLO: disconnect %d, CLOSE %+v, %d snapshots", garbled.code, garbled.closed, garbled.got)
+	}
+	start := time.Now()
+	serviceAll("the silent client refused", func() bool { return silent.code != 0 })
+	if silent.code != protocol.CloseHandshake || silent.got != 0 || time.Since(start) > HelloTimeout+testDeadline {
+		t.Errorf("no HELLO: disconnect %d, %d snapshots", silent.code, silent.got)
+	}
+	g.mu.Lock()
+	joins := len(g.joins)
+	g.mu.Unlock()
+	var mismatch, handshake uint64
+	inLoop(t, b, func() { mismatch, handshake = b.mismatch, b.handshake })
+	if joins != 1 || mismatch != 1 || handshake != 2 {
+		t.Errorf("%d joins; %d schema refusals, %d handshake refusals; want 1, 1, 2", joins, mismatch, handshake)
 	}
 }

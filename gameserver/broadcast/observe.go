@@ -31,6 +31,9 @@ type Second struct {
 	// game that is full); GameRefused counts the joins the game refused, GameErrors those it
 	// answered with an entity that does not exist.
 	PeersRefused, GameRefused, GameErrors uint64
+	// HandshakeRefusals counts the peers refused for no HELLO in time or a malformed one
+	// (4002), SchemaRefusals those whose HELLO named another schema (4004).
+	HandshakeRefusals, SchemaRefusals uint64
 	// Overloaded reports overload mode; OverloadSpans counts the times it was entered.
 	Overloaded    bool
 	OverloadSpans uint64
@@ -85,6 +88,7 @@ func (b *Broadcaster) publishSecond(now time.Time) {
 	sec.ConnectRefusals = b.host.ConnectRefusals()
 	sec.MalformedDatagrams = b.host.MalformedDatagrams()
 	sec.PeersRefused, sec.GameRefused, sec.GameErrors = b.refused, b.gameRefused, b.gameErrors
+	sec.HandshakeRefusals, sec.SchemaRefusals = b.handshake, b.mismatch
 	sec.Overloaded, sec.OverloadSpans = b.load.on, b.load.spans
 	o.onSecond(*sec)
 }

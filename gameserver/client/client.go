@@ -1,7 +1,7 @@
-// Package client is the client side of netfleet's game protocol, used by load bots and tests: it
-// decodes SNAPSHOT and RESET messages, applies them to a local view of the entities, keeps the
-// per-entity history that deltas are resolved against, and produces ACK, PING and COMMAND
-// messages.
+// Package client is the client side of netfleet's game protocol, for Go game clients, load bots
+// and tests: it decodes SNAPSHOT and RESET messages of a game's schema, applies them to a local
+// view of the entities (their transforms and typed fields), keeps the per-entity history that
+// deltas are resolved against, and produces HELLO, ACK, PING and COMMAND messages.
 //
 // It imports gameserver/protocol only; it does no I/O and reads no clock (callers pass the time),
 // so a bot drives it from its own network loop.
@@ -38,6 +38,69 @@ type Entity struct {
 	Kind  uint8
 	State protocol.State
 	Tick  uint32 // tick of State
+	// Fields are the entity's field words at Tick (nil for a kind without fields); they alias the
+	// client's memory and are valid until its next HandleMessage. Read them by name with the
+	// typed accessors, or with the fields' protocol.FieldLayout.
+	Fields []uint32
+	// Layout is the entity's kind in the client's schema.
+	Layout *protocol.KindLayout
+}
+
+// Field returns the layout of the entity's field called name, or nil.
+func (e *Entity) Field(name string) *protocol.FieldLayout {
+	if e.Layout == nil {
+		return nil
+	}
+	return e.Layout.Field(name)
+}
+
+// Uint returns an unsigned integer field; ok is false if the kind has no such field.
+func (e *Entity) Uint(name string) (v uint64, ok bool) {
+	if f := e.Field(name); f != nil && f.Type == protocol.FieldUint {
+		return f.Uint(e.Fields), true
+	}
+	return 0, false
+}
+
+// Int returns a signed integer field.
+func (e *Entity) Int(name string) (v int64, ok bool) {
+	if f := e.Field(name); f != nil && f.Type == protocol.FieldInt {
+		return f.Int(e.Fields), true
+	}
+	return 0, false
+}
+
+// Bool returns a bool field.
+func (e *Entity) Bool(name string) (v, ok bool) {
+	if f := e.Field(name); f != nil && f.Type == protocol.FieldBool {
+		return f.Bool(e.Fields), true
+	}
+	return false, false
+}
+
+// Enum returns an enum field's value name.
+func (e *Entity) Enum(name string) (v string, ok bool) {
+	if f := e.Field(name); f != nil && f.Type == protocol.FieldEnum {
+		_, v = f.Enum(e.Fields)
+		return v, true
+	}
+	return "", false
+}
+
+// Float returns a float field.
+func (e *Entity) Float(name string) (v float64, ok bool) {
+	if f := e.Field(name); f != nil && f.Type == protocol.FieldFloat {
+		return f.Float(e.Fields), true
+	}
+	return 0, false
+}
+
+// Bytes returns a bytes field.
+func (e *Entity) Bytes(name string) (v []byte, ok bool) {
+	if f := e.Field(name); f != nil && f.Type == protocol.FieldBytes {
+		return f.Bytes(nil, e.Fields), true
+	}
+	return nil, false
 }
 
 // Stats are the client's counters.
@@ -62,41 +125,55 @@ type entry struct {
 	n      int    // history length
 	ticks  [protocol.HistoryDepth]uint32
 	states [protocol.HistoryDepth]protocol.State // ascending by tick
+	// words holds the field words of each history state, stride a state, in the order of states.
+	words  []uint32
+	stride int
 }
 
-// find returns the history state of tick.
-func (e *entry) find(tick uint32) *protocol.State {
+// find returns the index in the history of the state of tick, or -1.
+func (e *entry) find(tick uint32) int {
 	for i := e.n - 1; i >= 0; i-- {
 		if e.ticks[i] == tick {
-			return &e.states[i]
+			return i
 		}
 	}
-	return nil
+	return -1
 }
 
-// remember inserts a state into the history in tick order, evicting the oldest when full.
-func (e *entry) remember(tick uint32, s *protocol.State) {
+// fieldsOf is the field words of history state i.
+func (e *entry) fieldsOf(i int) []uint32 { return e.words[i*e.stride : (i+1)*e.stride] }
+
+// remember inserts a state and its field words into the history in tick order, evicting the
+// oldest when full.
+func (e *entry) remember(tick uint32, s *protocol.State, fields []uint32) {
 	i := e.n
 	for i > 0 && e.ticks[i-1] >= tick {
 		if e.ticks[i-1] == tick {
 			e.states[i-1] = *s
+			copy(e.fieldsOf(i-1), fields)
 			return
 		}
 		i--
 	}
+	w := e.stride
 	if e.n == protocol.HistoryDepth {
 		if i == 0 {
 			return // older than the whole history
 		}
 		copy(e.ticks[:i-1], e.ticks[1:i])
 		copy(e.states[:i-1], e.states[1:i])
+		copy(e.words[:(i-1)*w], e.words[w:i*w])
 		i--
 	} else {
 		copy(e.ticks[i+1:e.n+1], e.ticks[i:e.n])
 		copy(e.states[i+1:e.n+1], e.states[i:e.n])
+		copy(e.words[(i+1)*w:(e.n+1)*w], e.words[i*w:e.n*w])
 		e.n++
 	}
 	e.ticks[i], e.states[i] = tick, *s
+	f := e.fieldsOf(i)
+	clear(f)
+	copy(f, fields)
 }
 
 // forget drops history older than tick.
@@ -107,6 +184,7 @@ func (e *entry) forget(tick uint32) {
 	}
 	copy(e.ticks[:], e.ticks[k:e.n])
 	copy(e.states[:], e.states[k:e.n])
+	copy(e.words, e.words[k*e.stride:e.n*e.stride])
 	e.n -= k
 }
 
@@ -115,11 +193,19 @@ func (e *entry) current() *protocol.State { return &e.states[e.n-1] }
 
 // Client is one client's protocol state and view. It is not safe for concurrent use.
 type Client struct {
+	layout  *protocol.Layout // nil: the whole transform and no fields, for every kind
+	stride  int
 	index   map[uint16]int32
 	entries []entry
 	free    []int32
 	alive   int
 	snap    protocol.Snapshot
+	scratch []uint32 // a delta's fields as they are applied
+
+	closed   protocol.Close // the server's CLOSE, if it sent one
+	inputSeq uint16         // the newest input acknowledgement, and the tick of its packet
+	inputAt  uint32
+	hasInput bool
 
 	acks      protocol.AckState
 	ackDue    bool
@@ -134,13 +220,40 @@ type Client struct {
 	stats      Stats
 }
 
-// New returns a client with an empty view.
-func New() *Client {
-	return &Client{
-		index: make(map[uint16]int32, 1024),
-		need:  make([]uint16, 0, protocol.MaxNeedFull),
+// New returns a client with an empty view, for a game of no declared schema: every kind has the
+// whole transform and no fields.
+func New() *Client { return NewLayout(nil) }
+
+// NewLayout returns a client with an empty view for a game of the schema l was compiled from;
+// nil is New's.
+func NewLayout(l *protocol.Layout) *Client {
+	c := &Client{
+		layout: l,
+		index:  make(map[uint16]int32, 1024),
+		need:   make([]uint16, 0, protocol.MaxNeedFull),
 	}
+	if l != nil {
+		c.stride = l.Stride()
+		c.scratch = make([]uint32, c.stride)
+	}
+	return c
 }
+
+// Closed returns the CLOSE the server sent before disconnecting the client: the close code and
+// why; ok is false if it sent none.
+func (c *Client) Closed() (m protocol.Close, ok bool) { return c.closed, c.closed.Code != 0 }
+
+// SchemaHash is the hash of the client's schema, which its HELLO carries.
+func (c *Client) SchemaHash() uint64 {
+	if c.layout == nil {
+		return protocol.TransformSchema().Hash()
+	}
+	return c.layout.Hash()
+}
+
+// InputAck returns the sequence of the newest of the client's COMMANDs the game has applied, as
+// the newest packet that said so reports (protocol.FlagInputAck); ok is false before any did.
+func (c *Client) InputAck() (seq uint16, ok bool) { return c.inputSeq, c.hasInput }
 
 // Stats returns the counters.
 func (c *Client) Stats() Stats { return c.stats }
@@ -157,15 +270,26 @@ func (c *Client) Entity(id uint16) (Entity, bool) {
 	if !ok || !c.entries[i].alive {
 		return Entity{}, false
 	}
-	e := &c.entries[i]
-	return Entity{ID: id, Kind: e.kind, State: *e.current(), Tick: e.ticks[e.n-1]}, true
+	return c.view(&c.entries[i]), true
+}
+
+// view is the Entity of entry e.
+func (c *Client) view(e *entry) Entity {
+	en := Entity{ID: e.id, Kind: e.kind, State: *e.current(), Tick: e.ticks[e.n-1]}
+	if c.layout != nil {
+		en.Layout = c.layout.Kind(e.kind)
+		if en.Layout != nil && en.Layout.Words > 0 {
+			en.Fields = e.fieldsOf(e.n - 1)[:en.Layout.Words]
+		}
+	}
+	return en
 }
 
 // Range calls fn for every live entity until fn returns false.
 func (c *Client) Range(fn func(Entity) bool) {
 	for i := range c.entries {
 		e := &c.entries[i]
-		if e.alive && !fn(Entity{ID: e.id, Kind: e.kind, State: *e.current(), Tick: e.ticks[e.n-1]}) {
+		if e.alive && !fn(c.view(e)) {
 			return
 		}
 	}
@@ -184,6 +308,8 @@ func (c *Client) HandleMessage(b []byte, nowUnixMs int64) error {
 			if err = protocol.DecodeReset(b, &m); err == nil {
 				c.reset(m.Tick)
 			}
+		case protocol.MsgClose:
+			err = protocol.DecodeClose(b, &c.closed)
 		default:
 			err = ErrUnexpected
 		}
@@ -195,10 +321,13 @@ func (c *Client) HandleMessage(b []byte, nowUnixMs int64) error {
 }
 
 func (c *Client) handleSnapshot(b []byte, nowUnixMs int64) error {
-	if err := protocol.DecodeSnapshot(b, &c.snap); err != nil {
+	if err := c.layout.DecodeSnapshot(b, &c.snap); err != nil {
 		return err
 	}
 	s := &c.snap
+	if s.Flags&protocol.FlagInputAck != 0 && (!c.hasInput || s.Tick >= c.inputAt) {
+		c.inputSeq, c.inputAt, c.hasInput = s.InputSeq, s.Tick, true
+	}
 	c.stats.Packets++
 	c.stats.Bytes += uint64(len(b))
 	age := int32(uint32(nowUnixMs) - s.ServerTimeMs)
@@ -215,7 +344,7 @@ func (c *Client) handleSnapshot(b []byte, nowUnixMs int64) error {
 		return nil
 	}
 	for i := range s.Records {
-		c.apply(s.Tick, &s.Records[i])
+		c.apply(b, s.Tick, &s.Records[i])
 	}
 	c.applied = max(c.applied, s.Tick)
 	return nil
@@ -237,15 +366,19 @@ func (c *Client) create(id uint16) *entry {
 		i = int32(len(c.entries))
 		c.entries = append(c.entries, entry{})
 	}
-	c.entries[i] = entry{id: id}
+	words := c.entries[i].words
+	if len(words) != protocol.HistoryDepth*c.stride {
+		words = make([]uint32, protocol.HistoryDepth*c.stride)
+	}
+	c.entries[i] = entry{id: id, words: words, stride: c.stride}
 	c.index[id] = i
 	return &c.entries[i]
 }
 
-func (c *Client) apply(tick uint32, r *protocol.Record) {
+func (c *Client) apply(pkt []byte, tick uint32, r *protocol.Record) {
 	e := c.lookup(r.ID)
 	if e != nil && tick < e.latest {
-		c.stale(tick, e, r)
+		c.stale(pkt, tick, e, r)
 		return
 	}
 	switch r.Op {
@@ -259,24 +392,24 @@ func (c *Client) apply(tick uint32, r *protocol.Record) {
 			c.alive++
 		}
 		e.kind = r.Kind
-		e.remember(tick, &r.State)
+		e.remember(tick, &r.State, r.Fields)
 		e.latest = tick
 		c.resolved(r.ID)
 	case protocol.OpDelta:
-		var base *protocol.State
+		base := -1
 		if e != nil && e.alive {
 			base = e.find(r.BaselineTick)
 		}
-		if base == nil {
+		if base < 0 {
 			c.unapplied(r.ID)
 			return
 		}
-		st, ok := r.Delta.Apply(base)
+		st, ok := c.resolve(pkt, e, base, r)
 		if !ok {
 			c.unapplied(r.ID)
 			return
 		}
-		e.remember(tick, &st)
+		e.remember(tick, &st, c.scratch)
 		e.latest = tick
 	case protocol.OpDespawn:
 		if e == nil {
@@ -293,20 +426,30 @@ func (c *Client) apply(tick uint32, r *protocol.Record) {
 	c.stats.RecordsApplied++
 }
 
+// resolve applies delta r to history state base of e: the state it gives, with its fields in
+// c.scratch.
+func (c *Client) resolve(pkt []byte, e *entry, base int, r *protocol.Record) (protocol.State, bool) {
+	st, ok := r.Delta.Apply(&e.states[base])
+	if !ok || c.stride == 0 {
+		return st, ok
+	}
+	return st, c.layout.ApplyFields(pkt, r, e.kind, e.fieldsOf(base), c.scratch)
+}
+
 // stale handles a record older than the entity's newest: the view does not change, but a state
 // that resolves joins the history, as the server may make it a baseline.
-func (c *Client) stale(tick uint32, e *entry, r *protocol.Record) {
+func (c *Client) stale(pkt []byte, tick uint32, e *entry, r *protocol.Record) {
 	c.stats.RecordsStale++
 	if !e.alive {
 		return
 	}
 	switch r.Op {
 	case protocol.OpSpawn:
-		e.remember(tick, &r.State)
+		e.remember(tick, &r.State, r.Fields)
 	case protocol.OpDelta:
-		if base := e.find(r.BaselineTick); base != nil {
-			if st, ok := r.Delta.Apply(base); ok {
-				e.remember(tick, &st)
+		if base := e.find(r.BaselineTick); base >= 0 {
+			if st, ok := c.resolve(pkt, e, base, r); ok {
+				e.remember(tick, &st, c.scratch)
 			}
 		}
 	}
@@ -381,6 +524,13 @@ func (c *Client) AppendAck(dst []byte) ([]byte, bool) {
 	}
 	c.ackDue = false
 	return protocol.AppendAck(dst, &a), true
+}
+
+// AppendHello appends the client's HELLO to dst: the first message a client sends, reliably,
+// once its ENet connection is up. It names the client's schema; the server starts the session
+// only if it is the server's.
+func (c *Client) AppendHello(dst []byte) []byte {
+	return protocol.AppendHello(dst, &protocol.Hello{SchemaHash: c.SchemaHash()})
 }
 
 // PingDue reports whether a PING is due at nowUnixMs (every PingIntervalMs).

@@ -559,3 +559,112 @@ func BenchmarkCommit(b *testing.B) {
 		s.Commit()
 	}
 }
+
+func fieldStore(t *testing.T) *Store {
+	t.Helper()
+	return mustStore(t, Config{Capacity: 8, HalfExtent: 100, Schema: &protocol.Schema{Kinds: []protocol.KindSchema{
+		{ID: 1, Name: "hero", Parts: protocol.Transform, Fields: []protocol.Field{protocol.Uint("ammo", 8), protocol.Bytes("tag", 5)}},
+		{ID: 2, Name: "rock", Parts: protocol.PartPosition},
+		{ID: 3, Name: "board", Fields: []protocol.Field{protocol.Int("score", 12)}},
+	}}})
+}
+
+// TestSchemaStore: a bad schema is refused at NewStore naming its kind and field; a kind it does
+// not declare cannot spawn; fields reach the committed words only at Commit, and only a change
+// stamps the entity; parts a kind lacks are not replicated.
+func TestSchemaStore(t *testing.T) {
+	_, err := NewStore(Config{Capacity: 8, Schema: &protocol.Schema{Kinds: []protocol.KindSchema{
+		{ID: 1, Name: "hero", Fields: []protocol.Field{protocol.Uint("ammo", 0)}}}}})
+	var se *protocol.SchemaError
+	if !errors.As(err, &se) || se.Kind != "hero" || se.Field != "ammo" {
+		t.Fatalf("a zero-width field: %v", err)
+	}
+	s := fieldStore(t)
+	if _, err := s.Spawn(9, at(0, 0)); !errors.Is(err, ErrUnknownKind) {
+		t.Fatalf("a spawn of an undeclared kind: %v", err)
+	}
+	hero, _ := s.Spawn(1, at(1, 1))
+	rock, _ := s.Spawn(2, Transform{Pos: [3]float32{5, 6, 7}, Vel: [3]float32{1, 1, 1}, Rot: 99})
+	board, _ := s.Spawn(3, at(50, 50))
+	s.Commit()
+	ammo, tag, score := s.MustField(1, "ammo"), s.MustField(1, "tag"), s.MustField(3, "score")
+	if _, err := s.Field(1, "nope"); !errors.Is(err, ErrNoField) {
+		t.Fatalf("an undeclared field: %v", err)
+	}
+	if st := s.States()[rock.Slot()]; st.Rot != 0 || st.Vel != [3]int16{} || st.Pos[2] != protocol.QuantizePos(7) {
+		t.Fatalf("a position-only kind replicates %+v", st)
+	}
+	if m := s.Metas()[board.Slot()]; !m.Special || !s.Visibilities()[board.Slot()].Relevant() || len(s.AlwaysRelevant()) != 1 {
+		t.Fatalf("a kind without a position is not always relevant: %+v, %v", m, s.AlwaysRelevant())
+	}
+	if hits := s.Query(50, 50, 10, nil); len(hits) != 0 {
+		t.Fatalf("a kind without a position is in the grid: %v", hits)
+	}
+	s.Advance()
+	if err := s.SetUint(hero, ammo, 200); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetBytes(hero, tag, []byte("abcde")); err != nil {
+		t.Fatal(err)
+	}
+	for _, err := range []error{s.SetUint(hero, ammo, 256), s.SetUint(rock, ammo, 1), s.SetInt(board, score, 5000),
+		s.SetUint(board, score, 1), s.SetUint(MakeID(7, 1), ammo, 1)} {
+		if err == nil {
+			t.Fatal("a bad field write was accepted")
+		}
+	}
+	stride := s.Layout().Stride()
+	if s.Fields()[int(hero.Slot())*stride] != 0 {
+		t.Fatal("a field reached the committed words before Commit")
+	}
+	s.Commit()
+	hf := s.Fields()[int(hero.Slot())*stride : int(hero.Slot()+1)*stride]
+	if ammo.Layout().Uint(hf) != 200 || string(tag.Layout().Bytes(nil, hf)) != "abcde" || s.Metas()[hero.Slot()].Changed != s.Tick() {
+		t.Fatalf("committed fields %v, changed at %d (tick %d)", hf, s.Metas()[hero.Slot()].Changed, s.Tick())
+	}
+	if got, ok := s.StateAt(hero.Slot(), s.Tick()); !ok || got == nil {
+		t.Fatal("no history")
+	}
+	row := int(s.Tick()%uint32(s.HistoryTicks())) * s.Capacity() * stride
+	if s.FieldHistory()[row+int(hero.Slot())*stride] != 200 {
+		t.Fatal("the fields' history does not hold the tick's fields")
+	}
+	s.Advance()
+	_ = s.SetUint(hero, ammo, 200) // the same value
+	s.Commit()
+	if s.Metas()[hero.Slot()].Changed == s.Tick() {
+		t.Fatal("writing a field's value again stamped the entity changed")
+	}
+	if err := s.Despawn(board); err != nil || len(s.AlwaysRelevant()) != 0 {
+		t.Fatalf("a despawned board is still always relevant: %v", s.AlwaysRelevant())
+	}
+}
+
+// TestVisibilityStore: visibility is checked, makes the entity special, logs it for views to find,
+// and the always-relevant list follows it.
+func TestVisibilityStore(t *testing.T) {
+	s := fieldStore(t)
+	a, _ := s.Spawn(1, at(0, 0))
+	s.Commit()
+	s.Advance()
+	if err := s.SetVisibility(a, Visibility{Scale: float32(math.NaN())}); !errors.Is(err, ErrBadVisibility) {
+		t.Fatalf("a NaN scale: %v", err)
+	}
+	if err := s.SetVisibility(a, Visibility{Always: true, Groups: 2}); err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := s.SpawnedSince(s.Tick()); !ok || !slices.Contains(got, a.Slot()) {
+		t.Fatal("a visibility change is not logged for the views")
+	}
+	v := s.Visibilities()[a.Slot()]
+	if !s.Metas()[a.Slot()].Special || !v.Relevant() || v.Visible(0, 1) || !v.Visible(0, 2) || len(s.AlwaysRelevant()) != 1 {
+		t.Fatalf("visibility %+v, always %v", v, s.AlwaysRelevant())
+	}
+	if err := s.SetVisibility(a, Visibility{}); err != nil || s.Metas()[a.Slot()].Special || len(s.AlwaysRelevant()) != 0 {
+		t.Fatalf("back to the default: special %v, always %v", s.Metas()[a.Slot()].Special, s.AlwaysRelevant())
+	}
+	owned := Visibility{OwnerOnly: true, Owner: 3}
+	if owned.Visible(2, ^uint64(0)) || !owned.Visible(3, 0) || (&Visibility{Hidden: true, Groups: 1}).Visible(0, 1) {
+		t.Fatal("owner or hidden visibility is wrong")
+	}
+}

@@ -97,7 +97,8 @@ type Leave struct {
 // Refusal is an error a Join returns to turn a player away with a close code of the game's
 // choice: protocol.CloseRefused, protocol.CloseStalled ("try again later", when the game is
 // full), or a code in [protocol.CloseGameMin, protocol.CloseGameMax] that the game documents for
-// its clients. Reason is logged, not sent.
+// its clients. Reason is sent to the client in a CLOSE message before the disconnect (see
+// protocol.Close), and logged.
 type Refusal struct {
 	Code   uint32
 	Reason string
@@ -108,6 +109,16 @@ func Refuse(code uint32, reason string) *Refusal { return &Refusal{Code: code, R
 
 func (r *Refusal) Error() string {
 	return fmt.Sprintf("player refused (close code %d): %s", r.Code, r.Reason)
+}
+
+// Reason is what the client of a refused Join is told, in the CLOSE message before its
+// disconnect: a Refusal's reason, or the error's text.
+func Reason(err error) string {
+	var r *Refusal
+	if errors.As(err, &r) {
+		return r.Reason
+	}
+	return err.Error()
 }
 
 // CloseCode is the close code the client of a refused Join is disconnected with: a valid
@@ -140,6 +151,9 @@ type Players interface {
 	// Kick disconnects the player in slot with a close code (protocol.CloseGoingAway,
 	// protocol.CloseRefused or a game code); Leave follows.
 	Kick(slot int, code uint32) error
+	// SetGroups puts the player in slot in groups, a bit each: it sees the entities whose
+	// entity.Visibility names one of them.
+	SetGroups(slot int, groups uint64) error
 }
 
 // NewTick returns a tick for the server loop to hand to Step.
@@ -174,6 +188,16 @@ func (t *Tick) Kick(slot int, code uint32) error {
 		return ErrCloseCode
 	}
 	return t.players.Kick(slot, code)
+}
+
+// SetGroups puts the player in slot in groups (a bit each, the game's meaning: a team, a squad):
+// from the next frame on it sees the entities whose entity.Visibility.Groups names one of them,
+// and no longer those of groups it left. A player joins in no group.
+func (t *Tick) SetGroups(slot int, groups uint64) error {
+	if t.players == nil {
+		return ErrNoPlayers
+	}
+	return t.players.SetGroups(slot, groups)
 }
 
 // KickCode reports whether a game may disconnect a player with code.

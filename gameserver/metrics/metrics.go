@@ -113,6 +113,7 @@ type snapshot struct {
 	peerRefused uint64
 	gameRefused uint64
 	gameErrors  uint64
+	handshake   [2]uint64 // no or malformed HELLO, another schema
 	overloaded  bool
 	spans       uint64
 }
@@ -154,7 +155,7 @@ type Collector struct {
 type descs struct {
 	connected, sessions, skips, closes, disconnects, refused           *prometheus.Desc
 	poolBytes, poolBudget, connRefused, malformed, peerRefused         *prometheus.Desc
-	gameRefused, gameErrors                                            *prometheus.Desc
+	gameRefused, gameErrors, handshake                                 *prometheus.Desc
 	txBytes, rxBytes, txPackets, rxPackets, cHeap, overloaded, spans   *prometheus.Desc
 	generation, info                                                   *prometheus.Desc
 	peerRate, peerLoss, peerEnetLoss, peerRTT, peerThrottle, peerBytes *prometheus.Desc
@@ -179,6 +180,7 @@ func newDescs() descs {
 		peerRefused: d("netfleet_gameserver_peer_refusals_total", "Connections turned away with 1013 for want of room: in the pools, or in a game that is full."),
 		gameRefused: d("netfleet_gameserver_game_join_refusals_total", "Joins the game refused."),
 		gameErrors:  d("netfleet_gameserver_game_join_errors_total", "Joins the game answered with an entity that does not exist (the player is refused with 1011)."),
+		handshake:   d("netfleet_gameserver_handshake_refusals_total", "Connections refused before their session: handshake (no HELLO in time, or a malformed one: 4002), schema (a HELLO of another schema: 4004).", "reason"),
 		txBytes:     d("netfleet_gameserver_transport_sent_bytes_total", "Bytes the ENet host sent, ENet headers included."),
 		rxBytes:     d("netfleet_gameserver_transport_received_bytes_total", "Bytes the ENet host received, ENet headers included."),
 		txPackets:   d("netfleet_gameserver_transport_sent_packets_total", "Datagrams the ENet host sent."),
@@ -279,6 +281,7 @@ func (c *Collector) ObserveSecond(sec broadcast.Second) {
 	p.malformed = sec.MalformedDatagrams
 	p.peerRefused = sec.PeersRefused
 	p.gameRefused, p.gameErrors = sec.GameRefused, sec.GameErrors
+	p.handshake = [2]uint64{sec.HandshakeRefusals, sec.SchemaRefusals}
 	p.overloaded = sec.Overloaded
 	p.spans = sec.OverloadSpans
 }
@@ -371,7 +374,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	d := &c.descs
 	for _, desc := range []*prometheus.Desc{
 		d.connected, d.sessions, d.skips, d.closes, d.disconnects, d.refused, d.poolBytes, d.poolBudget,
-		d.connRefused, d.malformed, d.peerRefused, d.gameRefused, d.gameErrors, d.txBytes, d.rxBytes, d.txPackets, d.rxPackets,
+		d.connRefused, d.malformed, d.peerRefused, d.gameRefused, d.gameErrors, d.handshake, d.txBytes, d.rxBytes, d.txPackets, d.rxPackets,
 		d.cHeap, d.overloaded, d.spans, d.generation, d.info, d.peerRate, d.peerLoss, d.peerEnetLoss,
 		d.peerRTT, d.peerThrottle, d.peerBytes, d.peerBudget, d.peerCeiling,
 	} {
@@ -433,6 +436,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	counter(d.peerRefused, s.peerRefused)
 	counter(d.gameRefused, s.gameRefused)
 	counter(d.gameErrors, s.gameErrors)
+	counter(d.handshake, s.handshake[0], "handshake")
+	counter(d.handshake, s.handshake[1], "schema")
 	counter(d.txBytes, s.transport.SentBytes)
 	counter(d.rxBytes, s.transport.ReceivedBytes)
 	counter(d.txPackets, s.transport.SentPackets)

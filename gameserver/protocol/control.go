@@ -226,3 +226,82 @@ func beginAppend(w *BitWriter, dst []byte, maxBytes int) ([]byte, int) {
 func endAppend(w *BitWriter, dst []byte, start int) []byte {
 	return dst[:start+len(w.Bytes())]
 }
+
+// Hello is a client's first message, sent reliably once the ENet connection is up: the server
+// starts the client's session only once it has checked it. SchemaHash is the hash of the schema
+// the client decodes records with (Schema.Hash); a server of another schema refuses the client
+// with CloseSchema, before it sends any record.
+type Hello struct {
+	SchemaHash uint64
+}
+
+// HelloBytes is the encoded size of a HELLO.
+const HelloBytes = 9
+
+// AppendHello appends the encoded HELLO to dst.
+func AppendHello(dst []byte, h *Hello) []byte {
+	var w BitWriter
+	dst, start := beginAppend(&w, dst, HelloBytes)
+	w.WriteBits(typeByte(MsgHello), 8)
+	w.WriteBits(h.SchemaHash, 64)
+	return endAppend(&w, dst, start)
+}
+
+// DecodeHello decodes a HELLO into h.
+func DecodeHello(b []byte, h *Hello) error {
+	var r BitReader
+	if err := beginDecode(&r, b, MsgHello); err != nil {
+		return err
+	}
+	lo := r.ReadBits(32)
+	h.SchemaHash = lo | r.ReadBits(32)<<32
+	return endDecode(&r)
+}
+
+// Close tells a client why the server is about to disconnect it: the close code the disconnect
+// will carry and a human-readable reason. The server sends it reliably before refusing a client
+// (a schema mismatch, a refusal of the game), so a client can show what went wrong; the
+// disconnect's data is authoritative.
+type Close struct {
+	Code   uint32
+	Reason string // at most MaxCloseReason bytes of UTF-8
+}
+
+// MaxCloseReason is the longest Close reason, in bytes.
+const MaxCloseReason = 255
+
+// AppendClose appends the encoded CLOSE to dst; a reason over MaxCloseReason bytes is cut.
+func AppendClose(dst []byte, c *Close) []byte {
+	reason := c.Reason
+	if len(reason) > MaxCloseReason {
+		reason = reason[:MaxCloseReason]
+	}
+	var w BitWriter
+	dst, start := beginAppend(&w, dst, 6)
+	w.WriteBits(typeByte(MsgClose), 8)
+	w.WriteBits(uint64(c.Code), 32)
+	w.WriteBits(uint64(len(reason)), 8)
+	dst = endAppend(&w, dst, start)
+	return append(dst, reason...)
+}
+
+// DecodeClose decodes a CLOSE into c.
+func DecodeClose(b []byte, c *Close) error {
+	var r BitReader
+	if err := beginDecode(&r, b, MsgClose); err != nil {
+		return err
+	}
+	c.Code = uint32(r.ReadBits(32))
+	n := int(r.ReadBits(8))
+	if err := r.Err(); err != nil {
+		return err
+	}
+	switch {
+	case len(b) < 6+n:
+		return ErrTruncated
+	case len(b) > 6+n:
+		return ErrTrailing
+	}
+	c.Reason = string(b[6:])
+	return nil
+}

@@ -15,6 +15,8 @@ const (
 	MsgAck      MsgType = 3 // client -> server
 	MsgPing     MsgType = 4 // client -> server
 	MsgCommand  MsgType = 5 // client -> server
+	MsgHello    MsgType = 6 // client -> server, reliable, the first message
+	MsgClose    MsgType = 7 // server -> client, reliable, before a refusal's disconnect
 )
 
 func (t MsgType) String() string {
@@ -29,6 +31,10 @@ func (t MsgType) String() string {
 		return "PING"
 	case MsgCommand:
 		return "COMMAND"
+	case MsgHello:
+		return "HELLO"
+	case MsgClose:
+		return "CLOSE"
 	}
 	return "UNKNOWN"
 }
@@ -46,8 +52,12 @@ const (
 	CloseGameError = 1011
 	// CloseNoPing: the client stopped sending PING.
 	CloseNoPing = 4001
+	// CloseHandshake: the client sent no HELLO in time, or a malformed one.
+	CloseHandshake = 4002
 	// CloseRefused: the game refused the client's join, or removed the player.
 	CloseRefused = 4003
+	// CloseSchema: the client's schema is not the server's (its HELLO named another hash).
+	CloseSchema = 4004
 	// CloseGameMin and CloseGameMax bound the codes a game may choose for refusing or removing a
 	// player (game.Refusal); their meaning is the game's. Codes 4000 to 4099 are netfleet's.
 	CloseGameMin = 4100

@@ -93,12 +93,13 @@ type Session struct {
 	slot   int
 	active bool
 
-	snap  *snapshot.View
-	focus entity.ID
-	cc    congestion.Controller
-	loss  congestion.LossEstimator
-	pacer pacing.Pacer
-	rng   pacing.Rand
+	snap   *snapshot.View
+	focus  entity.ID
+	groups uint64
+	cc     congestion.Controller
+	loss   congestion.LossEstimator
+	pacer  pacing.Pacer
+	rng    pacing.Rand
 
 	// bytesPerSecond is the session's byte rate before the throttle: the config's, or the one
 	// set for this session.
@@ -149,8 +150,9 @@ func (s *Session) Start(slot int, snap *snapshot.View, focus entity.ID, declared
 		return err
 	}
 	s.slot, s.active = slot, true
-	s.snap, s.focus = snap, focus
+	s.snap, s.focus, s.groups = snap, focus, 0
 	snap.SetFocus(focus)
+	snap.SetAudience(slot, 0)
 	s.cc.Reset(s.cfg.Congestion)
 	s.loss.Reset()
 	s.pacer = pacing.Pacer{}
@@ -206,6 +208,15 @@ func (s *Session) Slot() int { return s.slot }
 
 // Focus is the entity the session replicates around, its peer's avatar.
 func (s *Session) Focus() entity.ID { return s.focus }
+
+// SetGroups sets the groups of the session's player, whose entities it sees (entity.Visibility),
+// from the next frame on.
+func (s *Session) SetGroups(groups uint64) {
+	s.groups = groups
+	if s.snap != nil {
+		s.snap.SetAudience(s.slot, groups)
+	}
+}
 
 // Follow moves the session's interest to another entity, from the next frame on.
 func (s *Session) Follow(id entity.ID) {
@@ -374,16 +385,21 @@ type Command struct {
 }
 
 // DrainCommands calls fn with every queued COMMAND, oldest first, and empties the inbox. The
-// payload is only valid during the call.
+// payload is only valid during the call. The session's next frames acknowledge the newest of them
+// to the client (protocol.FlagInputAck): the game has applied it.
 func (s *Session) DrainCommands(fn func(Command)) {
 	b := s.inbox
 	for len(b) > 0 {
 		n := int(b[0])
-		fn(Command{
+		c := Command{
 			Seq:     uint16(b[1]) | uint16(b[2])<<8,
 			Tick:    uint32(b[3]) | uint32(b[4])<<8 | uint32(b[5])<<16 | uint32(b[6])<<24,
 			Payload: b[inboxHeader : inboxHeader+n],
-		})
+		}
+		fn(c)
+		if s.snap != nil {
+			s.snap.AckInput(c.Seq)
+		}
 		b = b[inboxHeader+n:]
 	}
 	s.inbox = s.inbox[:0]

@@ -2,6 +2,7 @@ package snapshot
 
 import (
 	"bytes"
+	"slices"
 	"testing"
 
 	"github.com/netfleet/netfleet/gameserver/client"
@@ -124,7 +125,7 @@ func (h *harness) addLink(budget, loss, maxDelay int) *link {
 		avatar = h.spawn(kindAvatar, 0, 0)
 	}
 	s.SetFocus(avatar)
-	l := &link{sess: s, cl: client.New(), frame: NewFrame(256 << 10), budget: budget, loss: loss, maxDelay: maxDelay,
+	l := &link{sess: s, cl: client.NewLayout(h.st.Layout()), frame: NewFrame(256 << 10), budget: budget, loss: loss, maxDelay: maxDelay,
 		rng: uint64(len(h.links)) + 1}
 	h.links = append(h.links, l)
 	return l
@@ -250,8 +251,10 @@ func (h *harness) focusOf(v *View) (x, y float32, ok bool) {
 }
 
 // diff reports how the link's client view differs from the store around its avatar: every
-// entity within the interest radius must be in the view with the server's exact quantized state,
-// and every entity of the view must exist in the store, with that state, within the exit radius.
+// entity the view's audience may see within the interest radius, or relevant wherever it is, must
+// be in the view with the server's exact quantized state and fields, and every entity of the view
+// must exist in the store, with that state and those fields, within the exit radius or relevant,
+// and visible to the audience.
 func (h *harness) diff(l *link) []string {
 	var problems []string
 	x, y, ok := h.focusOf(l.sess)
@@ -259,13 +262,35 @@ func (h *harness) diff(l *link) []string {
 		return []string{"avatar gone"}
 	}
 	r := h.cfg.InterestRadius
-	states, kinds := h.st.States(), h.st.Kinds()
+	states, kinds, vis, metas := h.st.States(), h.st.Kinds(), h.st.Visibilities(), h.st.Metas()
+	stride := h.st.Layout().Stride()
+	visible := func(slot uint16) bool {
+		return !metas[slot].Special || vis[slot].Visible(l.sess.player, l.sess.groups)
+	}
+	relevant := func(slot uint16) bool { return metas[slot].Special && vis[slot].Relevant() }
+	same := func(e client.Entity) bool {
+		if e.State != states[e.ID] || e.Kind != uint8(kinds[e.ID]) {
+			return false
+		}
+		words := h.st.Layout().Kind(e.Kind).Words
+		return slices.Equal(e.Fields, h.st.Fields()[int(e.ID)*stride:int(e.ID)*stride+words])
+	}
+	want := map[uint16]bool{}
 	for _, hit := range h.st.Query(x, y, r, nil) {
-		e, ok := l.cl.Entity(hit.Slot)
+		want[hit.Slot] = true
+	}
+	for _, slot := range h.st.AlwaysRelevant() {
+		want[slot] = true
+	}
+	for slot := range want {
+		if !visible(slot) {
+			continue
+		}
+		e, ok := l.cl.Entity(slot)
 		switch {
 		case !ok:
 			problems = append(problems, "missing entity")
-		case e.State != states[hit.Slot] || e.Kind != uint8(kinds[hit.Slot]):
+		case !same(e):
 			problems = append(problems, "entity differs")
 		}
 	}
@@ -275,9 +300,13 @@ func (h *harness) diff(l *link) []string {
 	}
 	l.cl.Range(func(e client.Entity) bool {
 		switch {
-		case !inExit[e.ID]:
+		case !metas[e.ID].Alive:
+			problems = append(problems, "dead entity still in view")
+		case !inExit[e.ID] && !relevant(e.ID):
 			problems = append(problems, "entity outside interest still in view")
-		case e.State != states[e.ID]:
+		case !visible(e.ID):
+			problems = append(problems, "entity the audience may not see in view")
+		case !same(e):
 			problems = append(problems, "entity state differs")
 		}
 		return true

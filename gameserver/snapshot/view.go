@@ -208,6 +208,7 @@ func (v *View) Recycle() {
 	v.arenaHead = 0
 	v.nextSeq, v.lossScan = 0, 0
 	v.focus = 0
+	v.player, v.groups, v.inputSeq, v.hasInput = 0, 0, 0, false
 	v.lastBuild, v.lastUpdate, v.lastFar, v.clientTick = 0, 0, 0, 0
 	v.rtt = float32(v.cfg.TickRateHz) / 10 // 100 ms until measured
 	v.resetPending = false

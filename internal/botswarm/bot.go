@@ -146,6 +146,9 @@ func (b *bot) run(ctx context.Context, cfg *Config, start, connectAt, end time.T
 				connected = true
 				b.rec.state = StateConnected
 				b.rec.connectedAt = now.Sub(start)
+				// The HELLO goes first: the server starts the session once it has it.
+				b.out = b.cl.AppendHello(b.out[:0])
+				b.transmitReliable(b.out, &b.rec.totals.HellosSent)
 				// Spread the bots' PING and COMMAND clocks over their periods.
 				nextPing = now.Add(time.Duration(b.rng.Int64N(int64(client.PingIntervalMs * time.Millisecond))))
 				if cmdInterval > 0 {

@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/netfleet/netfleet/gameserver/client"
 	"github.com/netfleet/netfleet/gameserver/enet"
 	"github.com/netfleet/netfleet/gameserver/protocol"
 )
@@ -142,6 +143,7 @@ type churn struct {
 	connectHist ageTotal
 	lastCycle   time.Time
 	r           ChurnReport
+	hello       []byte // the HELLO every connection sends first, so that the server starts its session
 }
 
 // RunChurn runs connect/close cycles from one host as cfg says and reports what happened.
@@ -172,6 +174,7 @@ func RunChurn(ctx context.Context, cfg ChurnConfig) (*ChurnReport, error) {
 		cfg:   cfg,
 		host:  h,
 		slots: make([]churnSlot, cfg.Peers),
+		hello: client.New().AppendHello(nil),
 		r: ChurnReport{
 			Server:     cfg.Server.String(),
 			Rate:       cfg.Rate,
@@ -265,6 +268,7 @@ func (c *churn) event(ev *enet.Event, now time.Time) {
 		}
 		c.r.Connected++
 		c.second(now).Connected++
+		_ = ev.Peer.Send(channelReliable, c.hello, enet.Reliable)
 		c.connectHist.add(int32(min(now.Sub(s.started).Milliseconds(), math.MaxInt32)))
 		s.phase = phaseClosing
 		c.closeQ = append(c.closeQ, churnDeadline{slot: slot, gen: s.gen, at: now.Add(c.cfg.CloseTimeout)})

@@ -89,6 +89,7 @@ type Totals struct {
 	RecordsUnapplied uint64 `json:"recordsUnapplied"`
 	Resets           uint64 `json:"resets"`
 	BadMessages      uint64 `json:"badMessages"` // did not decode, or not a server message
+	HellosSent       uint64 `json:"hellosSent"`
 	AcksSent         uint64 `json:"acksSent"`
 	PingsSent        uint64 `json:"pingsSent"`
 	CommandsSent     uint64 `json:"commandsSent"`

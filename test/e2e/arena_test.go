@@ -62,6 +62,7 @@ func (p *player) service(t *testing.T) {
 		switch p.ev.Type {
 		case enet.EventConnect:
 			p.up = true
+			_ = p.peer.Send(broadcast.ChannelReliable, p.cl.AppendHello(p.buf[:0]), enet.Reliable)
 		case enet.EventDisconnect:
 			p.down = max(p.ev.Data, 1)
 		case enet.EventReceive:
