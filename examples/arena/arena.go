@@ -10,10 +10,22 @@
 //
 // # Entities
 //
+// The game declares its schema (Schema): its kinds, their transform parts and their fields.
+//
 //   - KindPlayer: a player's avatar; it walks at PlayerSpeed to the point its player sends it to.
+//     Fields: health (0 to 100), team (red or blue), hits (the hits it scored).
 //   - KindProjectile: fired by a player; it flies at ProjectileSpeed for ProjectileLifeSec
 //     seconds, and despawns early when it leaves the arena or comes within HitRadius of a player
-//     other than its shooter, who scores a hit (its priority is bumped so the hit shows at once).
+//     of the other team, which loses HitDamage health (its priority is bumped so the hit shows at
+//     once); a player out of health respawns with all of it. Field: team.
+//   - KindBeacon: a team's beacon at the team's base, seen by that team's players only.
+//     Field: team.
+//   - KindMarker: where a player walks to, seen by that player only.
+//   - KindScore: the score, hits by team; it has no position, so every player sees it.
+//     Fields: red, blue.
+//
+// Players join the team with fewer players, red first, and the game puts them in their team's
+// group (game.Tick.SetGroups), so each team sees its own beacon and not the other's.
 //
 // # Input
 //
@@ -46,10 +58,38 @@ import (
 const (
 	KindPlayer     entity.Kind = 1
 	KindProjectile entity.Kind = 2
+	KindBeacon     entity.Kind = 3
+	KindMarker     entity.Kind = 4
+	KindScore      entity.Kind = 5
 )
 
-// HitBump is the priority bump of a player hit by a projectile.
-const HitBump = 8
+// Teams, the values of the team fields, and the game's group of each team's players.
+const (
+	Red  = 0
+	Blue = 1
+)
+
+// Schema is the game's schema: its clients decode records with it (client.NewLayout).
+func Schema() *protocol.Schema {
+	team := protocol.Enum("team", "red", "blue")
+	return &protocol.Schema{Kinds: []protocol.KindSchema{
+		{ID: uint8(KindPlayer), Name: "player", Parts: protocol.Transform, Fields: []protocol.Field{
+			protocol.Float("health", 0, 100, 1), team, protocol.Uint("hits", 16),
+		}},
+		{ID: uint8(KindProjectile), Name: "projectile", Parts: protocol.Transform, Fields: []protocol.Field{team}},
+		{ID: uint8(KindBeacon), Name: "beacon", Parts: protocol.PartPosition, Fields: []protocol.Field{team}},
+		{ID: uint8(KindMarker), Name: "marker", Parts: protocol.PartPosition},
+		{ID: uint8(KindScore), Name: "score", Fields: []protocol.Field{protocol.Uint("red", 20), protocol.Uint("blue", 20)}},
+	}}
+}
+
+// Game rules.
+const (
+	// HitBump is the priority bump of a player hit by a projectile.
+	HitBump = 8
+	// HitDamage is the health a hit takes.
+	HitDamage = 25
+)
 
 // Config configures a Game. Zero fields take the defaults below.
 type Config struct {
@@ -121,11 +161,23 @@ type Game struct {
 	shots []shot // the projectiles in flight
 	fired uint64
 	hits  uint64
+	// The entities of the teams and of the score, and the fields the game writes.
+	beacons [2]entity.ID
+	score   entity.ID
+	teams   [2]int // players by team
+	scores  [2]uint64
+	f       struct {
+		health, team, hits, shotTeam, beaconTeam, red, blue entity.Field
+	}
 }
 
 type player struct {
 	slot     int
 	id       entity.ID
+	marker   entity.ID // where it walks to, seen by the player only
+	team     int
+	health   float64
+	grouped  bool // in its team's group
 	x        entity.Transform
 	target   [2]float32
 	walking  bool
@@ -137,6 +189,7 @@ type player struct {
 
 type shot struct {
 	id    entity.ID
+	team  int
 	owner *player // nil once the shooter left
 	x     entity.Transform
 	life  float32
@@ -150,21 +203,45 @@ func New(cfg Config) (*Game, error) {
 	}
 	shots := cfg.MaxPlayers * cfg.maxShots()
 	st, err := entity.NewStore(entity.Config{
-		Capacity:   min(cfg.MaxPlayers+shots, protocol.MaxEntities),
+		// The players, their markers and shots, two beacons and the score.
+		Capacity:   min(2*cfg.MaxPlayers+shots+3, protocol.MaxEntities),
 		HalfExtent: cfg.HalfExtent,
 		CellSize:   max(1, min(32, 2*cfg.HalfExtent)),
+		Schema:     Schema(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("arena: %w", err)
 	}
-	return &Game{
+	g := &Game{
 		cfg:   cfg,
 		st:    st,
 		play:  make([]*player, 0, cfg.MaxPlayers),
 		slots: make(map[int]*player, cfg.MaxPlayers),
 		shots: make([]shot, 0, shots),
-	}, nil
+	}
+	g.f.health, g.f.team, g.f.hits = st.MustField(KindPlayer, "health"), st.MustField(KindPlayer, "team"), st.MustField(KindPlayer, "hits")
+	g.f.shotTeam, g.f.beaconTeam = st.MustField(KindProjectile, "team"), st.MustField(KindBeacon, "team")
+	g.f.red, g.f.blue = st.MustField(KindScore, "red"), st.MustField(KindScore, "blue")
+	h := cfg.HalfExtent * 0.8
+	for team, x := range []float32{-h, h} {
+		id, err := st.Spawn(KindBeacon, entity.Transform{Pos: [3]float32{x, 0, 0}})
+		if err == nil {
+			err = errors.Join(st.SetEnum(id, g.f.beaconTeam, team), st.SetVisibility(id, entity.Visibility{Groups: teamGroup(team)}))
+		}
+		if err != nil {
+			return nil, fmt.Errorf("arena: beacon: %w", err)
+		}
+		g.beacons[team] = id
+	}
+	if g.score, err = st.Spawn(KindScore, entity.Transform{}); err != nil {
+		return nil, fmt.Errorf("arena: score: %w", err)
+	}
+	st.Commit()
+	return g, nil
 }
+
+// teamGroup is the group of a team's players.
+func teamGroup(team int) uint64 { return 1 << uint(team) }
 
 // Store is the entity store the game writes, for the server loop.
 func (g *Game) Store() *entity.Store { return g.st }
@@ -184,6 +261,21 @@ func (g *Game) Fired() uint64 { return g.fired }
 // Hits is the number of hits scored so far.
 func (g *Game) Hits() uint64 { return g.hits }
 
+// Team is the team of the player in slot.
+func (g *Game) Team(slot int) (int, bool) {
+	p, ok := g.slots[slot]
+	if !ok {
+		return 0, false
+	}
+	return p.team, true
+}
+
+// Beacon is a team's beacon.
+func (g *Game) Beacon(team int) entity.ID { return g.beacons[team] }
+
+// Score is the score's entity.
+func (g *Game) Score() entity.ID { return g.score }
+
 // Avatar returns the entity of the player in slot.
 func (g *Game) Avatar(slot int) (entity.ID, bool) {
 	p, ok := g.slots[slot]
@@ -200,20 +292,36 @@ func (g *Game) spawnPoint(i int) [3]float32 {
 	return [3]float32{float32(r * math.Cos(a)), float32(r * math.Sin(a)), 0}
 }
 
-// Join spawns the player's avatar at the next spawn point.
+// Join spawns the player's avatar at the next spawn point, in the team with fewer players, and
+// its marker, which only the player sees.
 func (g *Game) Join(p game.Player) (entity.ID, error) {
 	if len(g.play) >= g.cfg.MaxPlayers {
 		return entity.None, game.Refuse(protocol.CloseStalled, "the arena is full")
 	}
 	pos := g.spawnPoint(g.next)
 	g.next++
+	team := Red
+	if g.teams[Blue] < g.teams[Red] {
+		team = Blue
+	}
 	id, err := g.st.Spawn(KindPlayer, entity.Transform{Pos: pos})
 	if err != nil {
 		return entity.None, game.Refuse(protocol.CloseStalled, err.Error())
 	}
-	pl := &player{slot: p.Slot, id: id, x: entity.Transform{Pos: pos}}
+	marker, err := g.st.Spawn(KindMarker, entity.Transform{Pos: pos})
+	if err == nil {
+		err = errors.Join(g.st.SetFloat(id, g.f.health, 100), g.st.SetEnum(id, g.f.team, team),
+			g.st.SetVisibility(marker, entity.Visibility{OwnerOnly: true, Owner: p.Slot}))
+	}
+	if err != nil {
+		_ = g.st.Despawn(id)
+		_ = g.st.Despawn(marker)
+		return entity.None, game.Refuse(protocol.CloseStalled, err.Error())
+	}
+	pl := &player{slot: p.Slot, id: id, marker: marker, team: team, health: 100, x: entity.Transform{Pos: pos}}
 	g.play = append(g.play, pl)
 	g.slots[p.Slot] = pl
+	g.teams[team]++
 	return id, nil
 }
 
@@ -235,7 +343,9 @@ func (g *Game) Leave(p game.Player, _ game.Leave) {
 			g.shots[i].owner = nil
 		}
 	}
+	g.teams[pl.team]--
 	_ = g.st.Despawn(pl.id)
+	_ = g.st.Despawn(pl.marker)
 }
 
 // Input takes a walk or a fire; the step carries it out.
@@ -253,6 +363,7 @@ func (g *Game) Input(p game.Player, in game.Input) {
 		h := g.cfg.HalfExtent
 		pl.target = [2]float32{clamp(x, -h, h), clamp(y, -h, h)}
 		pl.walking = true
+		_ = g.st.Set(pl.marker, &entity.Transform{Pos: [3]float32{pl.target[0], pl.target[1], 0}})
 	case InputFire:
 		if pl.cooldown <= 0 {
 			pl.fire, pl.fireYaw = true, x
@@ -275,6 +386,9 @@ func (g *Game) Step(t *game.Tick) {
 		g.shots = g.shots[:len(g.shots)-1]
 	}
 	for _, pl := range g.play {
+		if !pl.grouped {
+			pl.grouped = t.SetGroups(pl.slot, teamGroup(pl.team)) == nil
+		}
 		pl.cooldown = max(0, pl.cooldown-dt)
 		if pl.walking && g.walk(pl, dt) {
 			_ = g.st.Set(pl.id, &pl.x)
@@ -322,13 +436,14 @@ func (g *Game) shoot(pl *player) {
 	if err != nil {
 		return
 	}
+	_ = g.st.SetEnum(id, g.f.shotTeam, pl.team)
 	pl.cooldown = g.cfg.FireCooldownSec
 	g.fired++
-	g.shots = append(g.shots, shot{id: id, owner: pl, x: x, life: g.cfg.ProjectileLifeSec})
+	g.shots = append(g.shots, shot{id: id, team: pl.team, owner: pl, x: x, life: g.cfg.ProjectileLifeSec})
 }
 
 // fly moves a projectile; it reports whether the projectile is still in flight: not expired, in
-// the arena, and not on a player, which it hits.
+// the arena, and not on a player of the other team, which it hits.
 func (g *Game) fly(s *shot, dt float32) bool {
 	if s.life -= dt; s.life <= 0 {
 		return false
@@ -341,19 +456,36 @@ func (g *Game) fly(s *shot, dt float32) bool {
 	}
 	r2 := g.cfg.HitRadius * g.cfg.HitRadius
 	for _, pl := range g.play {
-		if pl == s.owner {
+		if pl.team == s.team {
 			continue
 		}
 		if dx, dy := pl.x.Pos[0]-s.x.Pos[0], pl.x.Pos[1]-s.x.Pos[1]; dx*dx+dy*dy <= r2 {
-			g.hits++
-			if s.owner != nil {
-				s.owner.hits++
-			}
-			_ = g.st.Bump(pl.id, HitBump)
+			g.hit(s, pl)
 			return false
 		}
 	}
 	return true
+}
+
+// hit scores a projectile's hit on a player: the shooter's hits and its team's score go up, the
+// victim loses health, and respawns with all of it when it has none left.
+func (g *Game) hit(s *shot, pl *player) {
+	g.hits++
+	if s.owner != nil {
+		s.owner.hits++
+		_ = g.st.SetUint(s.owner.id, g.f.hits, uint64(s.owner.hits)&0xffff)
+	}
+	g.scores[s.team]++
+	_ = g.st.SetUint(g.score, g.f.red, g.scores[Red]&(1<<20-1))
+	_ = g.st.SetUint(g.score, g.f.blue, g.scores[Blue]&(1<<20-1))
+	if pl.health -= HitDamage; pl.health <= 0 {
+		pl.health = 100
+		pl.x.Pos = g.spawnPoint(pl.slot)
+		pl.walking = false
+		_ = g.st.Set(pl.id, &pl.x)
+	}
+	_ = g.st.SetFloat(pl.id, g.f.health, pl.health)
+	_ = g.st.Bump(pl.id, HitBump)
 }
 
 func clamp(v, lo, hi float32) float32 { return max(lo, min(hi, v)) }

@@ -61,8 +61,8 @@ func TestConfigValidation(t *testing.T) {
 	if c := g.Config(); c.HalfExtent != 100 || c.MaxPlayers != 32 || c.ProjectileSpeed != 30 {
 		t.Fatalf("defaults not applied: %+v", c)
 	}
-	if want := 32 + 32*7; g.Store().Capacity() != want {
-		t.Fatalf("store of %d slots, want %d (players and their projectiles in flight)", g.Store().Capacity(), want)
+	if want := 2*32 + 32*7 + 3; g.Store().Capacity() != want {
+		t.Fatalf("store of %d slots, want %d (players, their markers and projectiles in flight, two beacons, the score)", g.Store().Capacity(), want)
 	}
 }
 
@@ -178,6 +178,19 @@ func TestHit(t *testing.T) {
 	if g.Hits() != 1 || !bumped || g.Projectiles() != 0 || g.slots[0].hits != 1 {
 		t.Fatalf("hits %d, victim bumped %v, %d projectiles, shooter's hits %d", g.Hits(), bumped, g.Projectiles(), g.slots[0].hits)
 	}
+	// The fields say it: the victim's health, the shooter's hits, the red team's score.
+	st := g.Store()
+	stride := st.Layout().Stride()
+	fields := func(id entity.ID) []uint32 { return st.Fields()[int(id.Slot())*stride : int(id.Slot()+1)*stride] }
+	if h := g.f.health.Layout().Float(fields(victim)); h != 100-HitDamage {
+		t.Errorf("the victim's health %v, want %v", h, 100-HitDamage)
+	}
+	if n := g.f.hits.Layout().Uint(fields(mustAvatar(t, g, 0))); n != 1 {
+		t.Errorf("the shooter's hits field %d", n)
+	}
+	if r, b := g.f.red.Layout().Uint(fields(g.Score())), g.f.blue.Layout().Uint(fields(g.Score())); r != 1 || b != 0 {
+		t.Errorf("score %d to %d, want 1 to 0", r, b)
+	}
 
 	input(g, 1, AppendFire(nil, 0))
 	step(g)
@@ -253,4 +266,60 @@ func FuzzInput(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestTeams: players join the team with fewer players, red first; each team's beacon is
+// visible to that team's group only, a player's marker to that player only, and the score,
+// which has no position, to everyone; a step puts each player in its team's group; a
+// projectile never hits its own team.
+func TestTeams(t *testing.T) {
+	g := mustNew(t, Config{})
+	for slot := range 3 {
+		join(t, g, slot)
+	}
+	for slot, want := range []int{Red, Blue, Red} {
+		if team, _ := g.Team(slot); team != want {
+			t.Fatalf("player %d in team %d, want %d", slot, team, want)
+		}
+	}
+	st := g.Store()
+	vis := func(id entity.ID) *entity.Visibility { return &st.Visibilities()[id.Slot()] }
+	redBeacon, blueBeacon := vis(g.Beacon(Red)), vis(g.Beacon(Blue))
+	if !redBeacon.Visible(0, teamGroup(Red)) || redBeacon.Visible(1, teamGroup(Blue)) || !blueBeacon.Visible(1, teamGroup(Blue)) {
+		t.Fatal("a beacon is visible to the other team")
+	}
+	marker := vis(g.slots[0].marker)
+	if !marker.Visible(0, 0) || marker.Visible(2, teamGroup(Red)) {
+		t.Fatal("a marker is visible to another player")
+	}
+	if !vis(g.Score()).Relevant() || !vis(g.Score()).Visible(5, 0) {
+		t.Fatal("the score is not relevant to everyone")
+	}
+	players := &groupsRecorder{groups: map[int]uint64{}}
+	tk := game.NewTick(st.Tick()+1, dt, st, players)
+	st.Advance()
+	g.Step(&tk)
+	st.Commit()
+	if players.groups[0] != teamGroup(Red) || players.groups[1] != teamGroup(Blue) || players.groups[2] != teamGroup(Red) {
+		t.Fatalf("groups set %v", players.groups)
+	}
+	// Player 2 fires at its teammate, player 0: no hit.
+	from, to := position(g, mustAvatar(t, g, 2)), position(g, mustAvatar(t, g, 0))
+	input(g, 2, AppendFire(nil, float32(math.Atan2(float64(to[1]-from[1]), float64(to[0]-from[0])))))
+	for range 120 {
+		step(g)
+	}
+	if g.Hits() != 0 {
+		t.Fatal("a projectile hit its own team")
+	}
+}
+
+// groupsRecorder is the players of a Tick, noting the groups the game sets.
+type groupsRecorder struct{ groups map[int]uint64 }
+
+func (r *groupsRecorder) Follow(int, entity.ID) error { return nil }
+func (r *groupsRecorder) Kick(int, uint32) error      { return nil }
+func (r *groupsRecorder) SetGroups(slot int, groups uint64) error {
+	r.groups[slot] = groups
+	return nil
 }

@@ -30,10 +30,16 @@ type player struct {
 	up   bool
 	down uint32 // the close code, once disconnected
 	// projectiles are the projectile ids the player was sent a spawn of, and gone those it saw
-	// despawn.
+	// despawn; kinds counts the spawns it was sent of each kind, beaconTeams the teams of the
+	// beacons among them.
 	projectiles, gone map[uint16]bool
+	kinds             map[uint8]int
+	beaconTeams       map[string]bool
 	snap              protocol.Snapshot
 }
+
+// arenaLayout is the arena's schema, compiled, as its clients hold it.
+var arenaLayout = arena.Schema().MustCompile()
 
 func newPlayer(t *testing.T, addr netip.AddrPort) *player {
 	t.Helper()
@@ -46,7 +52,8 @@ func newPlayer(t *testing.T, addr netip.AddrPort) *player {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &player{host: h, peer: p, cl: client.New(), projectiles: map[uint16]bool{}, gone: map[uint16]bool{}}
+	return &player{host: h, peer: p, cl: client.NewLayout(arenaLayout), projectiles: map[uint16]bool{}, gone: map[uint16]bool{},
+		kinds: map[uint8]int{}, beaconTeams: map[string]bool{}}
 }
 
 func (p *player) service(t *testing.T) {
@@ -67,11 +74,17 @@ func (p *player) service(t *testing.T) {
 			p.down = max(p.ev.Data, 1)
 		case enet.EventReceive:
 			msg := p.ev.Packet.Bytes()
-			if typ, _ := protocol.PeekType(msg); typ == protocol.MsgSnapshot && protocol.DecodeSnapshot(msg, &p.snap) == nil {
+			if typ, _ := protocol.PeekType(msg); typ == protocol.MsgSnapshot && arenaLayout.DecodeSnapshot(msg, &p.snap) == nil {
 				for _, r := range p.snap.Records {
+					if r.Op == protocol.OpSpawn {
+						p.kinds[r.Kind]++
+					}
 					switch {
 					case r.Op == protocol.OpSpawn && r.Kind == uint8(arena.KindProjectile):
 						p.projectiles[r.ID] = true
+					case r.Op == protocol.OpSpawn && r.Kind == uint8(arena.KindBeacon):
+						_, team := arenaLayout.Kind(r.Kind).Field("team").Enum(r.Fields)
+						p.beaconTeams[team] = true
 					case r.Op == protocol.OpDespawn && p.projectiles[r.ID]:
 						p.gone[r.ID] = true
 					}
@@ -106,35 +119,64 @@ func (p *player) command(t *testing.T, payload []byte) {
 	}
 }
 
-// playersAt reports whether the view holds exactly the given players, each at its point (as
-// quantized on the wire), at rest, and no projectile.
-func playersAt(cl *client.Client, at [][2]float32) error {
+// restsAt reports whether the view holds exactly the given players, each at its point (as quantized
+// on the wire) and at rest, the player's own marker at its point, one beacon, the score, and no
+// projectile; it returns the team of the player, which its marker finds.
+func restsAt(cl *client.Client, at [][2]float32, own [2]float32) (team string, err error) {
+	q := func(p [2]float32) [2]int32 { return [2]int32{protocol.QuantizePos(p[0]), protocol.QuantizePos(p[1])} }
 	want := map[[2]int32]bool{}
 	for _, p := range at {
-		want[[2]int32{protocol.QuantizePos(p[0]), protocol.QuantizePos(p[1])}] = true
+		want[q(p)] = true
 	}
-	var err error
-	players := 0
+	counts := map[arenaKind]int{}
 	cl.Range(func(e client.Entity) bool {
-		if cur, ok := cl.Entity(e.ID); !ok || cur != e {
+		if cur, ok := cl.Entity(e.ID); !ok || cur.Tick != e.Tick {
 			return true // freed by a reset, or not the current state
 		}
-		switch {
-		case e.Kind == uint8(arena.KindProjectile):
-			err = fmt.Errorf("projectile %d still in view", e.ID)
-		case e.Kind != uint8(arena.KindPlayer):
-			err = fmt.Errorf("entity %d of kind %d", e.ID, e.Kind)
-		case !want[[2]int32{e.State.Pos[0], e.State.Pos[1]}] || e.State.Vel != [3]int16{}:
-			err = fmt.Errorf("player %d at %v moving %v", e.ID, e.State.Pos, e.State.Vel)
+		pos := [2]int32{e.State.Pos[0], e.State.Pos[1]}
+		switch k := arenaKind(e.Kind); k {
+		case kindPlayer:
+			counts[k]++
+			if !want[pos] || e.State.Vel != [3]int16{} {
+				err = fmt.Errorf("player %d at %v moving %v", e.ID, e.State.Pos, e.State.Vel)
+			}
+			if pos == q(own) {
+				team, _ = e.Enum("team")
+			}
+		case kindMarker:
+			counts[k]++
+			if pos != q(own) {
+				err = fmt.Errorf("a marker at %v, not the player's own at %v", e.State.Pos, own)
+			}
+		case kindBeacon, kindScore:
+			counts[k]++
 		default:
-			players++
+			err = fmt.Errorf("entity %d of kind %d still in view", e.ID, e.Kind)
 		}
 		return err == nil
 	})
-	if err == nil && players != len(at) {
-		err = fmt.Errorf("%d players in view, want %d", players, len(at))
+	if err == nil && (counts[kindPlayer] != len(at) || counts[kindMarker] != 1 || counts[kindBeacon] != 1 || counts[kindScore] != 1) {
+		err = fmt.Errorf("view of %v; want %d players, their own marker, a beacon and the score", counts, len(at))
 	}
-	return err
+	return team, err
+}
+
+type arenaKind uint8
+
+const (
+	kindPlayer = arenaKind(arena.KindPlayer)
+	kindMarker = arenaKind(arena.KindMarker)
+	kindBeacon = arenaKind(arena.KindBeacon)
+	kindScore  = arenaKind(arena.KindScore)
+)
+
+// fieldsOf is what a view says of an entity that every player sees: its kind, state and fields.
+func fieldsOf(cl *client.Client, id uint16) string {
+	e, ok := cl.Entity(id)
+	if !ok {
+		return "absent"
+	}
+	return fmt.Sprint(e.Kind, e.State, e.Fields)
 }
 
 // TestArenaFleet runs the example game in the Fleet of examples/arena/fleet.yaml, with state
@@ -202,10 +244,27 @@ func TestArenaFleet(t *testing.T) {
 		}
 		return nil
 	})
-	serviceUntil("every view holds the players at rest where they walked to", func() error {
+	teams := make([]string, len(players))
+	serviceUntil("every view holds the players at rest where they walked to, with the same fields", func() error {
 		for i, p := range players {
-			if err := playersAt(p.cl, targets); err != nil {
+			var err error
+			if teams[i], err = restsAt(p.cl, targets, targets[i]); err != nil {
 				return fmt.Errorf("player %d: %w", i, err)
+			}
+		}
+		// The players and the score are what every player sees: the views agree on them.
+		var shared []uint16
+		players[0].cl.Range(func(e client.Entity) bool {
+			if k := arenaKind(e.Kind); k == kindPlayer || k == kindScore {
+				shared = append(shared, e.ID)
+			}
+			return true
+		})
+		for _, id := range shared {
+			for i, p := range players[1:] {
+				if a, b := fieldsOf(players[0].cl, id), fieldsOf(p.cl, id); a != b {
+					return fmt.Errorf("entity %d: player 0 holds %s, player %d %s", id, a, i+1, b)
+				}
 			}
 		}
 		return nil
@@ -214,8 +273,15 @@ func TestArenaFleet(t *testing.T) {
 		if len(p.projectiles) != 9 || len(p.gone) != 9 {
 			t.Errorf("player %d saw %d projectiles spawn and %d despawn, want 9 and 9", i, len(p.projectiles), len(p.gone))
 		}
+		// Never an entity it must not see: only its team's beacon, only its own marker.
+		if len(p.beaconTeams) != 1 || !p.beaconTeams[teams[i]] || p.kinds[uint8(arena.KindMarker)] != 1 {
+			t.Errorf("player %d of team %s was sent beacons of %v and %d markers", i, teams[i], p.beaconTeams, p.kinds[uint8(arena.KindMarker)])
+		}
 		if st := p.cl.Stats(); st.Malformed != 0 || st.RecordsApplied == 0 {
 			t.Errorf("player %d: %+v", i, st)
 		}
+	}
+	if teams[0] == teams[1] || teams[0] != teams[2] {
+		t.Errorf("teams %v: players join the team with fewer players, red first", teams)
 	}
 }
