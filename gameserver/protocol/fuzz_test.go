@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"bytes"
+	"encoding/hex"
 	"testing"
 )
 
@@ -85,6 +86,81 @@ func FuzzDecodeReset(f *testing.F) {
 		}
 		if out := AppendReset(nil, &r); !bytes.Equal(out, b) {
 			t.Fatalf("re-encoded % x, input % x", out, b)
+		}
+	})
+}
+
+// FuzzDecodeSchemaSnapshot decodes any bytes as a SNAPSHOT of the test schema, and applies every
+// delta's fields section to a zero baseline of every kind: nothing may panic, and what decodes
+// holds only values within the fields' ranges.
+func FuzzDecodeSchemaSnapshot(f *testing.F) {
+	l := testSchema().MustCompile()
+	for _, v := range goldenCases(l) {
+		if v.Snapshot != nil {
+			b, _ := hex.DecodeString(v.Hex)
+			f.Add(b)
+		}
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var s Snapshot
+		if err := l.DecodeSnapshot(b, &s); err != nil {
+			return
+		}
+		base, out := make([]uint32, l.Stride()), make([]uint32, l.Stride())
+		for i := range s.Records {
+			r := &s.Records[i]
+			switch r.Op {
+			case OpSpawn:
+				k := l.Kind(r.Kind)
+				if k == nil || len(r.Fields) != k.Words {
+					t.Fatalf("record %d: a spawn of kind %d with %d field words", i, r.Kind, len(r.Fields))
+				}
+				checkRanges(t, k, r.Fields)
+			case OpDelta:
+				for _, k := range l.Schema().Kinds {
+					if l.ApplyFields(b, r, k.ID, base, out) {
+						checkRanges(t, l.Kind(k.ID), out)
+					}
+				}
+			}
+		}
+	})
+}
+
+func checkRanges(t *testing.T, k *KindLayout, words []uint32) {
+	t.Helper()
+	for i := range k.Fields {
+		f := &k.Fields[i]
+		switch v := words[f.Word]; {
+		case f.Type == FieldEnum && int(v) >= len(f.Values), f.Type == FieldFloat && float64(v) > f.steps(),
+			f.Width < 32 && f.Type != FieldBytes && v>>uint(f.Width) != 0:
+			t.Fatalf("field %s holds %d, beyond its range", f.Name, v)
+		}
+	}
+}
+
+func FuzzDecodeHello(f *testing.F) {
+	f.Add(AppendHello(nil, &Hello{SchemaHash: 0x1234}))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var h Hello
+		if DecodeHello(b, &h) != nil {
+			return
+		}
+		if got := AppendHello(nil, &h); !bytes.Equal(got, b) {
+			t.Fatalf("HELLO % x re-encodes as % x", b, got)
+		}
+	})
+}
+
+func FuzzDecodeClose(f *testing.F) {
+	f.Add(AppendClose(nil, &Close{Code: CloseSchema, Reason: "schema mismatch"}))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var c Close
+		if DecodeClose(b, &c) != nil {
+			return
+		}
+		if got := AppendClose(nil, &c); !bytes.Equal(got, b) {
+			t.Fatalf("CLOSE % x re-encodes as % x", b, got)
 		}
 	})
 }

@@ -71,15 +71,26 @@ func (l *Layout) Schema() *Schema { return l.schema }
 // Hash is the schema's Hash.
 func (l *Layout) Hash() uint64 { return l.hash }
 
-// Stride is how many field words a state holds.
-func (l *Layout) Stride() int { return l.stride }
+// Stride is how many field words a state holds; a nil layout's is 0.
+func (l *Layout) Stride() int {
+	if l == nil {
+		return 0
+	}
+	return l.stride
+}
 
 // HasFields reports whether any kind has fields: only then do delta records carry a fields
 // section.
-func (l *Layout) HasFields() bool { return l.hasFields }
+func (l *Layout) HasFields() bool { return l != nil && l.hasFields }
 
-// Kind returns the layout of kind id, or nil if the schema has no such kind.
-func (l *Layout) Kind(id uint8) *KindLayout { return l.kinds[id] }
+// Kind returns the layout of kind id, or nil if the schema has no such kind (a nil layout has
+// none).
+func (l *Layout) Kind(id uint8) *KindLayout {
+	if l == nil {
+		return nil
+	}
+	return l.kinds[id]
+}
 
 // Field returns the kind's field called name, or nil.
 func (k *KindLayout) Field(name string) *FieldLayout {
