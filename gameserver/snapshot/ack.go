@@ -83,6 +83,9 @@ func (v *View) ackPacket(seq uint16, res *AckResult) {
 		return
 	}
 	e.acked = true
+	if e.inputAck && e.inputSeq == v.inputSeq {
+		v.inputConfirmed = true
+	}
 	v.pending[seq&(ringSize-1)>>6] &^= 1 << (seq & 63)
 	res.Acked++
 	if !e.lost {

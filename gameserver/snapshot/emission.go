@@ -163,7 +163,13 @@ func (v *View) emit(tick uint32, budget int, nowMs uint32, flags uint8, f *Frame
 		open = false
 	}
 	if open {
-		v.finish(tick, off, f)
+		off = v.finish(tick, off, f)
+	}
+	if len(f.ends) == 0 && v.inputAckDue(tick) && limit-off >= minPacket {
+		// A packet of no records, for the input acknowledgement alone.
+		h := protocol.SnapshotHeader{Tick: tick, ServerTimeMs: nowMs, Seq: v.nextSeq, Flags: flags, InputSeq: v.inputSeq}
+		v.enc.Begin(f.buf[off:off+min(v.cfg.MaxPacketBytes, limit-off)], &h)
+		v.finishPacket(tick, off, f, 0)
 	}
 	if n := len(f.ends); n > 0 {
 		protocol.SetSnapshotFlags(f.Packet(n-1), protocol.FlagLast)
@@ -243,6 +249,19 @@ func (v *View) finish(tick uint32, off int, f *Frame) int {
 	if n == 0 {
 		return off
 	}
+	return v.finishPacket(tick, off, f, n)
+}
+
+// inputAckDue reports whether a frame of no records should still carry the input
+// acknowledgement: it changed since a packet last carried it, or no packet that carried it was
+// acknowledged within about a round trip.
+func (v *View) inputAckDue(tick uint32) bool {
+	return v.hasInput && !v.inputConfirmed &&
+		(v.inputSentSeq != v.inputSeq || v.inputSentTick == 0 || tick-v.inputSentTick >= uint32(v.rtt)+2)
+}
+
+// finishPacket closes the open packet of n records, at off in f, and remembers it in the ring.
+func (v *View) finishPacket(tick uint32, off int, f *Frame, n int) int {
 	pkt := v.enc.Finish()
 	end := off + len(pkt)
 	f.ends = append(f.ends, end)
@@ -251,7 +270,11 @@ func (v *View) finish(tick uint32, off int, f *Frame) int {
 	if e.valid && !e.acked && !e.lost {
 		v.stats.PacketsLost++ // evicted before it was acknowledged
 	}
-	*e = sentPacket{tick: tick, start: v.arenaHead - uint32(n), count: uint16(n), seq: seq, valid: true}
+	*e = sentPacket{tick: tick, start: v.arenaHead - uint32(n), count: uint16(n), seq: seq, valid: true,
+		inputAck: v.hasInput, inputSeq: v.inputSeq}
+	if v.hasInput {
+		v.inputSentSeq, v.inputSentTick = v.inputSeq, tick
+	}
 	v.pending[seq&(ringSize-1)>>6] |= 1 << (seq & 63)
 	v.nextSeq++
 	if v.nextSeq-v.lossScan > ringSize {

@@ -299,3 +299,58 @@ func TestInputAck(t *testing.T) {
 		t.Fatalf("the client holds input ack %d, %v", seq, ok)
 	}
 }
+
+// TestInputAckIdle: inputs that change nothing are still acknowledged. A view with no record to
+// send carries a new input acknowledgement in a packet of no records, sends it again until a
+// packet that carried it is acknowledged, and then sends nothing.
+func TestInputAckIdle(t *testing.T) {
+	h := newStoreHarness(t, entity.Config{Capacity: 64, HalfExtent: 100}, testConfig())
+	l := h.addLink(0, 0, 1)
+	h.settle(100)
+	for range 10 {
+		h.tick(0)
+	}
+	if l.last.Packets != 0 {
+		t.Fatalf("an idle view sends %d packets", l.last.Packets)
+	}
+	l.sess.AckInput(3)
+	h.tick(0)
+	if l.last.Packets != 1 || l.last.Records() != 0 {
+		t.Fatalf("the frame after an input: %d packets, %d records; want one packet of none", l.last.Packets, l.last.Records())
+	}
+	var snap protocol.Snapshot
+	if err := protocol.DecodeSnapshot(l.frame.Packet(0), &snap); err != nil || snap.Flags&protocol.FlagInputAck == 0 || snap.InputSeq != 3 {
+		t.Fatalf("the packet: flags %#x, input %d (%v)", snap.Flags, snap.InputSeq, err)
+	}
+	for range 20 {
+		h.tick(0)
+	}
+	if seq, ok := l.cl.InputAck(); !ok || seq != 3 {
+		t.Fatalf("the client holds input ack %d, %v", seq, ok)
+	}
+	if l.last.Packets != 0 {
+		t.Fatalf("an acknowledged input acknowledgement is still sent: %d packets", l.last.Packets)
+	}
+
+	// A lost packet of the acknowledgement is sent again.
+	l.loss = 1000
+	l.sess.AckInput(4)
+	sent := 0
+	for range 30 {
+		h.tick(0)
+		sent += l.last.Packets
+	}
+	if sent < 2 {
+		t.Fatalf("an unacknowledged input acknowledgement went out %d times in 30 ticks", sent)
+	}
+	l.loss = 0
+	for range 30 {
+		h.tick(0)
+	}
+	if seq, _ := l.cl.InputAck(); seq != 4 {
+		t.Fatalf("after the loss ended the client holds input ack %d", seq)
+	}
+	if l.last.Packets != 0 {
+		t.Fatalf("still sending the acknowledgement: %d packets", l.last.Packets)
+	}
+}

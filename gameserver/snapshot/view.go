@@ -84,6 +84,9 @@ type sentPacket struct {
 	count              uint16
 	seq                uint16
 	valid, acked, lost bool
+	// The input acknowledgement the packet carried (protocol.FlagInputAck), if inputAck.
+	inputAck bool
+	inputSeq uint16
 }
 
 // A sent record is its replica's position and, above it, the replica's send count: records of an
@@ -104,9 +107,16 @@ type View struct {
 	// The audience: the player the view is for and its groups (entity.Visibility).
 	player int
 	groups uint64
-	// The newest of the client's inputs the game applied, for the packets' header.
-	inputSeq uint16
-	hasInput bool
+	// The newest of the client's inputs the game applied, for the packets' header; whether a
+	// packet that carried it was acknowledged, and when one last went out. Until one is
+	// acknowledged, a frame with no record carries it in a packet of no records, every round
+	// trip, so a client predicting its own moves learns that they were applied even when they
+	// changed nothing.
+	inputSeq       uint16
+	hasInput       bool
+	inputConfirmed bool
+	inputSentSeq   uint16
+	inputSentTick  uint32
 	// The store's schema: its layout, the field words a slot, and the size of its largest spawn.
 	layout     *protocol.Layout
 	stride     int
@@ -209,6 +219,7 @@ func (v *View) Recycle() {
 	v.nextSeq, v.lossScan = 0, 0
 	v.focus = 0
 	v.player, v.groups, v.inputSeq, v.hasInput = 0, 0, 0, false
+	v.inputConfirmed, v.inputSentSeq, v.inputSentTick = false, 0, 0
 	v.lastBuild, v.lastUpdate, v.lastFar, v.clientTick = 0, 0, 0, 0
 	v.rtt = float32(v.cfg.TickRateHz) / 10 // 100 ms until measured
 	v.resetPending = false
@@ -256,7 +267,12 @@ func (v *View) SetAudience(slot int, groups uint64) {
 
 // AckInput makes the view's packets tell the client that the game has applied its inputs up to
 // the one of sequence seq (protocol.FlagInputAck).
-func (v *View) AckInput(seq uint16) { v.inputSeq, v.hasInput = seq, true }
+func (v *View) AckInput(seq uint16) {
+	if !v.hasInput || seq != v.inputSeq {
+		v.inputConfirmed = false
+	}
+	v.inputSeq, v.hasInput = seq, true
+}
 
 // Focus is the focus entity.
 func (v *View) Focus() entity.ID { return v.focus }
