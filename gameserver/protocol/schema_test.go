@@ -1,9 +1,11 @@
 package protocol
 
 import (
+	"encoding/json"
 	"errors"
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -342,5 +344,36 @@ func TestFieldsRefusedWhenMalformed(t *testing.T) {
 	}
 	if !l.ApplyFields(pkt, &dec.Records[0], 1, base, out) || out[0] != 9 {
 		t.Fatal("the player's fields section did not apply to a player")
+	}
+}
+
+// TestSchemaJSON: the JSON form round-trips to the same schema (the same hash), and a bad
+// document is refused with the kind and the field named.
+func TestSchemaJSON(t *testing.T) {
+	s := testSchema()
+	b, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back Schema
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	if back.Hash() != s.Hash() || !reflect.DeepEqual(back.Canonical(), s.Canonical()) {
+		t.Fatalf("the schema did not round-trip:\n%s", b)
+	}
+	for _, tc := range []struct{ doc, want string }{
+		{`{"kinds": [{"id": 1, "name": "a", "parts": ["position", "spin"], "fields": []}]}`, `kind "a": unknown transform part "spin"`},
+		{`{"kinds": [{"id": 1, "name": "a", "parts": [], "fields": [{"name": "x", "type": "complex"}]}]}`, `kind "a", field "x": unknown type "complex"`},
+		{`{"kinds": [{"id": 1, "name": "a", "parts": [], "fields": [{"name": "x", "type": "uint", "bits": 4, "width": 5}]}]}`, `kind "a", field "x": width 5`},
+		{`{"kinds": [{"id": 1, "name": "a", "parts": [], "fields": [{"name": "x", "type": "uint", "bits": 40}]}]}`, `kind "a", field "x": uint of 40 bits`},
+		{`{"kinds": [{"id": 1, "name": "a", "parts": [], "fields": [{"name": "x", "type": "bool"}, {"name": "x", "type": "bool"}]}]}`, `kind "a", field "x": a second field`},
+		{`{"kinds": [{"id": 1, "name": "a", "colour": "red"}]}`, `unknown field "colour"`},
+	} {
+		var got Schema
+		err := json.Unmarshal([]byte(tc.doc), &got)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want an error with %q", tc.doc, err, tc.want)
+		}
 	}
 }

@@ -23,6 +23,9 @@
 //	--ready-without-push     ready on the initial config, without waiting for the operator
 //	--shutdown-grace D       how long clients have to acknowledge their disconnect (2s)
 //	--log-level L            debug, info, warn or error (info)
+//	--write-schema FILE      write the game's schema as JSON to FILE ("-": standard output) and
+//	                         exit: the declaration clients in other languages load
+//	                         (docs/protocol.md)
 package serve
 
 import (
@@ -106,6 +109,7 @@ type settings struct {
 	logLevel            slog.Level
 	shutdownGrace       time.Duration
 	tokenGenerated      bool
+	writeSchema         string
 }
 
 // parse merges flags over the environment over defaults.
@@ -143,6 +147,7 @@ func parse(spec Spec, args []string, getenv func(string) (string, bool), stderr 
 	fs.BoolVar(&s.readyWithoutPush, "ready-without-push", false, "report ready on the initial config, without waiting for the operator's first push")
 	fs.DurationVar(&s.shutdownGrace, "shutdown-grace", 2*time.Second, "how long to wait for clients to acknowledge their disconnect on shutdown")
 	fs.StringVar(&lvl, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&s.writeSchema, "write-schema", "", "write the game's schema as JSON to this file (-: standard output) and exit")
 	if spec.Flags != nil {
 		spec.Flags(fs)
 	}
@@ -208,6 +213,24 @@ func loadNetcode(v string) (netcode.NetcodeConfig, error) {
 	return c, nil
 }
 
+// writeSchema writes the store's schema as JSON to path, or to standard output for "-".
+func writeSchema(path string, store *entity.Store) error {
+	b, err := json.MarshalIndent(store.Layout().Schema(), "", "  ")
+	if err != nil {
+		return fmt.Errorf("--write-schema: %w", err)
+	}
+	b = append(b, '\n')
+	if path == "-" {
+		_, err = os.Stdout.Write(b)
+	} else {
+		err = os.WriteFile(path, b, 0o644)
+	}
+	if err != nil {
+		return fmt.Errorf("--write-schema: %w", err)
+	}
+	return nil
+}
+
 // Run serves spec's game until ctx ends, then shuts down cleanly. args are the command-line
 // arguments without the program name, getenv reads the environment, and stderr takes usage and
 // the JSON log.
@@ -226,6 +249,9 @@ func Run(ctx context.Context, spec Spec, args []string, getenv func(string) (str
 	g, store, err := spec.New(Setup{MaxPeers: s.maxPeers, Logger: log})
 	if err != nil {
 		return fmt.Errorf("start the game: %w", err)
+	}
+	if s.writeSchema != "" {
+		return writeSchema(s.writeSchema, store)
 	}
 
 	reg := prometheus.NewRegistry()

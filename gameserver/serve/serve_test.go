@@ -1,11 +1,19 @@
 package serve
 
 import (
+	"context"
+	"encoding/json"
 	"flag"
 	"io"
+	"os"
+	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/netfleet/netfleet/api/netcode"
+	"github.com/netfleet/netfleet/gameserver/entity"
+	"github.com/netfleet/netfleet/gameserver/game"
+	"github.com/netfleet/netfleet/gameserver/protocol"
 )
 
 // TestParseFlagsOverrideEnv: a flag wins over its variable, a variable over the default.
@@ -47,5 +55,45 @@ func TestParseFlagsOverrideEnv(t *testing.T) {
 	s, err = parse(Spec{InterestRadius: 80}, nil, func(string) (string, bool) { return "", false }, io.Discard)
 	if err != nil || !s.tokenGenerated || len(s.token) != 64 || s.gamePort != netcode.DefaultGamePort || s.interestRadius != 80 {
 		t.Fatalf("defaults: %+v, %v", s, err)
+	}
+}
+
+// stillGame is a game that admits nobody, for a process that never serves.
+type stillGame struct{}
+
+func (stillGame) Join(game.Player) (entity.ID, error) {
+	return 0, game.Refuse(protocol.CloseRefused, "no")
+}
+func (stillGame) Leave(game.Player, game.Leave) {}
+func (stillGame) Input(game.Player, game.Input) {}
+func (stillGame) Step(*game.Tick)               {}
+
+// TestWriteSchema: --write-schema writes the game's schema as JSON, which reads back to the same
+// schema, and exits without serving.
+func TestWriteSchema(t *testing.T) {
+	schema := &protocol.Schema{Kinds: []protocol.KindSchema{
+		{ID: 1, Name: "unit", Parts: protocol.PartPosition, Fields: []protocol.Field{protocol.Uint("hp", 7), protocol.Enum("team", "a", "b")}},
+		{ID: 2, Name: "score", Fields: []protocol.Field{protocol.Uint("a", 16)}},
+	}}
+	spec := Spec{New: func(Setup) (game.Game, *entity.Store, error) {
+		st, err := entity.NewStore(entity.Config{Capacity: 8, Schema: schema})
+		return stillGame{}, st, err
+	}}
+	path := filepath.Join(t.TempDir(), "schema.json")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := Run(ctx, spec, []string{"--write-schema", path, "--game-port", "0", "--admin-port", "0"}, func(string) (string, bool) { return "", false }, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back protocol.Schema
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatalf("%v\n%s", err, b)
+	}
+	if back.Hash() != schema.Hash() {
+		t.Fatalf("the written schema has hash %016x, the game's %016x:\n%s", back.Hash(), schema.Hash(), b)
 	}
 }
