@@ -25,6 +25,10 @@ type KindLayout struct {
 	Fields []FieldLayout
 	// Words is how many field words the kind uses; Bits the width of all its fields.
 	Words, Bits int
+	// flat is set when every field takes one word, field i's word i (no bytes field over 4
+	// bytes); widths are the fields' widths, for the encoders.
+	flat   bool
+	widths [MaxFields]uint8
 }
 
 // FieldLayout is one field of a KindLayout: where its value is and how wide it is on the wire.
@@ -49,7 +53,9 @@ func (s *Schema) Compile() (*Layout, error) {
 			kl.Fields[j] = FieldLayout{Field: *f, Index: j, Word: kl.Words, Width: f.Width()}
 			kl.Words += f.Words()
 			kl.Bits += f.Width()
+			kl.widths[j] = uint8(f.Width())
 		}
+		kl.flat = kl.Words == len(kl.Fields)
 		l.stride = max(l.stride, kl.Words)
 		l.kinds[k.ID] = kl
 	}

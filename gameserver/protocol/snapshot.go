@@ -266,6 +266,17 @@ func (e *SnapshotEncoder) Append(r *RecordBits) bool {
 	return true
 }
 
+// AppendLong writes a record of 65 to 128 bits, the low 64 in lo and the rest in hi, whole, or
+// reports false, writing nothing, if it does not fit.
+func (e *SnapshotEncoder) AppendLong(lo, hi uint64, n uint) bool {
+	w := [2]uint64{lo, hi}
+	if n <= 64 || n > 128 || !e.w.writeWords(w[:], n) {
+		return false
+	}
+	e.records++
+	return true
+}
+
 // AppendBits writes records of 1 to 64 bits, the low n[i] bits of v[i] for each i in order,
 // until one does not fit or has another length; it returns how many it wrote. It is Append for
 // runs of the short records that make up most packets, with the writer's state in registers.
@@ -433,7 +444,7 @@ func (e *SnapshotEncoder) Delta(id uint16, age uint32, kind uint8, base, cur *St
 // into r: the record of a schema without fields. It reports false if age is not in
 // [1, MaxBaselineAge].
 func DeltaRecord(id uint16, age uint32, base, cur *State, r *RecordBits) bool {
-	return (*Layout)(nil).DeltaRecord(id, age, 0, base, cur, nil, nil, r)
+	return transformDelta(id, age, base, cur, r)
 }
 
 // DeltaRecord encodes a delta record of cur against base, age ticks older, into r: the transform
@@ -454,17 +465,58 @@ func (l *Layout) DeltaRecord(id uint16, age uint32, kind uint8, base, cur *State
 // length of the rest ('0' and 6 bits, or '1' and 11), a change bit per field of the kind, and the
 // values of the fields that changed.
 func (r *RecordBits) addFieldsDelta(kl *KindLayout, base, cur []uint32) {
+	if kl == nil || len(kl.Fields) == 0 {
+		r.add(0, 1)
+		return
+	}
+	if !kl.flat {
+		r.addFieldsDeltaWords(kl, base, cur)
+		return
+	}
+	// Every field is one word: the change mask and the values are gathered in v (n bits) and
+	// added whenever the next value might not fit in 64 bits.
+	nf := len(kl.Fields)
+	base, cur = base[:nf], cur[:nf]
+	var mask uint64
+	length := uint64(nf)
+	for i := range cur {
+		if base[i] != cur[i] {
+			mask |= 1 << uint(i)
+			length += uint64(kl.widths[i])
+		}
+	}
+	if mask == 0 {
+		r.add(0, 1)
+		return
+	}
+	v, n := 0b01|length<<2, uint(8)
+	if length >= 1<<6 {
+		v, n = 0b11|length<<2, 13
+	}
+	v, n = v|mask<<n, n+uint(nf) // 45 bits at most
+	for m := mask; m != 0; m &= m - 1 {
+		i := bits.TrailingZeros64(m)
+		w := uint(kl.widths[i])
+		if n+w > 64 {
+			r.add(v, n)
+			v, n = 0, 0
+		}
+		v, n = v|uint64(cur[i])<<(n&63), n+w
+	}
+	r.add(v, n)
+}
+
+// addFieldsDeltaWords is addFieldsDelta for a kind with a field of more than one word.
+func (r *RecordBits) addFieldsDeltaWords(kl *KindLayout, base, cur []uint32) {
 	var mask uint64
 	bits := 0
-	if kl != nil {
-		for i := range kl.Fields {
-			f := &kl.Fields[i]
-			for w := f.Word; w < f.Word+f.Words(); w++ {
-				if base[w] != cur[w] {
-					mask |= 1 << uint(i)
-					bits += f.Width
-					break
-				}
+	for i := range kl.Fields {
+		f := &kl.Fields[i]
+		for w := f.Word; w < f.Word+f.Words(); w++ {
+			if base[w] != cur[w] {
+				mask |= 1 << uint(i)
+				bits += f.Width
+				break
 			}
 		}
 	}

@@ -6,12 +6,12 @@ import (
 	"github.com/netfleet/netfleet/gameserver/protocol"
 )
 
-// A candidate's record is prepared when it is listed: a delta of at most 64 bits, most of a
-// frame, as its bits and length, from the shared record cache or encoded into it; a length of 0
-// or above 64 marks a record decided when it is emitted.
+// A candidate's record is prepared when it is listed: a delta of at most 128 bits, nearly all of
+// a frame, as its bits and length, from the shared record cache or encoded into it; a length of 0
+// or recEncoded marks a record decided when it is emitted.
 const (
 	recEqual   = 0    // the state equals the baseline: nothing to send after all
-	recEncoded = 0xff // a spawn, a despawn or a long delta, encoded when emitted
+	recEncoded = 0xff // a spawn, a despawn or a delta over 128 bits, encoded when emitted
 )
 
 // list orders the candidates by bucket, highest first, with a stable counting sort over the
@@ -76,7 +76,7 @@ func (v *View) place(tick uint32) (encode int) {
 		}
 		e := cache.at(rep.slot, age)
 		if k := e.key.Load(); k>>recordLenBits == key|uint64(age) {
-			candBits[c], candLen[c] = e.bits, uint8(k) // recEqual, or a short delta's length
+			candBits[c], candLen[c] = e.bits, uint8(k) // recEqual, or the delta's length
 		} else {
 			encodeList[encode] = uint16(c)
 			encode++
@@ -101,9 +101,8 @@ func (v *View) encodeDelta(c uint16, tick uint32, base, cur *protocol.State) {
 	} else if bf, cf := v.baseFieldsOf(ri), v.curFields(rep.slot); *base != *cur || !slices.Equal(bf, cf) {
 		v.layout.DeltaRecord(rep.slot, age, uint8(v.kinds[rep.slot]), base, cur, bf, cf, rec)
 	}
-	v.cache.at(rep.slot, age).fill(tick, age, rec)
-	if rec.N > 64 {
-		v.sc.candBits[c], v.sc.candLen[c] = 0, recEncoded
+	if !v.cache.fill(rep.slot, tick, age, rec) && rec.N > 64 {
+		v.sc.candBits[c], v.sc.candLen[c] = 0, recEncoded // not in the cache: encoded again when emitted
 		return
 	}
 	v.sc.candBits[c], v.sc.candLen[c] = rec.W[0], uint8(rec.N)
@@ -148,7 +147,15 @@ func (v *View) emit(tick uint32, budget int, nowMs uint32, flags uint8, f *Frame
 			if p += wrote; p == len(cands) || candLen[p]-1 >= 64 {
 				continue // the run ended at a record of another kind
 			}
-		} else if v.write(cands[p], candLen[p], tick) != noRoom {
+		} else if l := candLen[p]; l > 64 && l <= maxCachedBits {
+			rep := &v.reps[cands[p]]
+			if v.enc.AppendLong(candBits[p], v.cache.high(rep.slot, tick-rep.baseTick), uint(l)) {
+				v.sent(cands[p:p+1], tick)
+				v.res.Deltas++
+				p++
+				continue
+			}
+		} else if v.write(cands[p], l, tick) != noRoom {
 			p++
 			continue
 		}

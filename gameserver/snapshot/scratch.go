@@ -18,9 +18,9 @@ type scratch struct {
 	acked  []uint64
 	bucket []uint8  // parallel to the replicas: this tick's priority bucket, notCandidate, dropped or other
 	cands  []uint16 // replica indices of the candidates, highest priority first
-	// candBits and candLen are the candidates' records: a delta of at most 64 bits as its bits
-	// and length; a length of 0 or above 64 marks a record decided when it is emitted (recEqual
-	// or recEncoded).
+	// candBits and candLen are the candidates' records: a delta of at most 128 bits as its
+	// first 64 bits and its length (bits 64 and up of one over 64 bits are in the record cache);
+	// a length of 0 or recEncoded marks a record decided when it is emitted.
 	candBits []uint64
 	candLen  []uint8
 	encode   []uint16         // positions in cands of the deltas not in the record cache yet
