@@ -220,7 +220,8 @@ func TestFieldsTickAllocatesNothing(t *testing.T) {
 // benchmark: the units and their field values, and the baselines the deltas were made against.
 type fieldsContent struct {
 	tick     uint32
-	sessions [][]uint16
+	sessions [][]uint16 // the units each session's frame carried
+	views    [][]uint16 // the units within each session's interest radius
 	layout   *protocol.Layout
 	stride   int
 	// By slot: the units' field values, their field words now and baseAge ticks before, and
@@ -241,6 +242,16 @@ func captureFields(tb testing.TB, sessions int) *fieldsContent {
 		states: slices.Clone(fb.st.States())}
 	for i, id := range fb.units {
 		c.values[id.Slot()] = fb.values[i]
+	}
+	for _, v := range fb.sessions {
+		m := fb.st.Metas()[v.Focus().Slot()]
+		var ids []uint16
+		for _, h := range fb.st.Query(m.X, m.Y, benchRadius, nil) {
+			if fb.st.Kinds()[h.Slot] == kindUnit {
+				ids = append(ids, h.Slot)
+			}
+		}
+		c.views = append(c.views, ids)
 	}
 	// The field history holds HistoryTicks rows of Capacity * stride words, by tick.
 	row := int(c.tick-c.baseAge) % fb.st.HistoryTicks()
@@ -285,11 +296,12 @@ func (c *fieldsContent) encodeOurs(buf []byte, enc *protocol.SnapshotEncoder) in
 	return total
 }
 
-// encodeProtobuf encodes each session's units as one FieldsSnapshot message; it returns the
-// bytes.
-func (c *fieldsContent) encodeProtobuf(buf []byte) int {
+// encodeProtobuf encodes each session's units (c.sessions: the ones that changed, which its
+// frame carried; c.views: every unit in its view, as a snapshot of full state carries them) as one
+// FieldsSnapshot message; it returns the bytes.
+func (c *fieldsContent) encodeProtobuf(buf []byte, sessions [][]uint16) int {
 	total := 0
-	for si, ids := range c.sessions {
+	for si, ids := range sessions {
 		b := buf[:0]
 		b = appendUint(b, 1, uint64(c.tick))
 		b = protowire.AppendTag(b, 2, protowire.Fixed32Type)
@@ -312,22 +324,31 @@ func (c *fieldsContent) encodeProtobuf(buf []byte) int {
 }
 
 // BenchmarkFieldsVsProtobuf encodes the units of one steady-state tick of BenchmarkFieldsTick's
-// 256 sessions as netfleet deltas and as protobuf; bytes/entity and ns/op compare directly.
+// 256 sessions as netfleet deltas and as protobuf: protobuf-changed encodes the units that
+// changed (what each netfleet frame carried), protobuf-view every unit in the session's view (a
+// protobuf snapshot of full state, having no acknowledged baseline to send changes against).
+// bytes/tick and ns/op compare directly; bytes/entity and ns/entity are over the units each
+// encoding carries.
 func BenchmarkFieldsVsProtobuf(b *testing.B) {
 	c := captureFields(b, 256)
-	records := 0
-	for _, ids := range c.sessions {
-		records += len(ids)
+	count := func(sessions [][]uint16) (n int) {
+		for _, ids := range sessions {
+			n += len(ids)
+		}
+		return n
 	}
+	changed, inView := count(c.sessions), count(c.views)
 	buf := make([]byte, 1200)
 	pbuf := make([]byte, 0, 1<<20)
 	var enc protocol.SnapshotEncoder
 	cases := []struct {
-		name string
-		fn   func() int
+		name    string
+		records int
+		fn      func() int
 	}{
-		{"netfleet", func() int { return c.encodeOurs(buf, &enc) }},
-		{"protobuf", func() int { return c.encodeProtobuf(pbuf) }},
+		{"netfleet", changed, func() int { return c.encodeOurs(buf, &enc) }},
+		{"protobuf-changed", changed, func() int { return c.encodeProtobuf(pbuf, c.sessions) }},
+		{"protobuf-view", inView, func() int { return c.encodeProtobuf(pbuf, c.views) }},
 	}
 	for _, tc := range cases {
 		b.Run(tc.name, func(b *testing.B) {
@@ -337,8 +358,9 @@ func BenchmarkFieldsVsProtobuf(b *testing.B) {
 				n = tc.fn()
 			}
 			b.ReportMetric(float64(n), "bytes/tick")
-			b.ReportMetric(float64(n)/float64(records), "bytes/entity")
-			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(records), "ns/entity")
+			b.ReportMetric(float64(n)/float64(tc.records), "bytes/entity")
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(tc.records), "ns/entity")
+			b.ReportMetric(float64(inView)/float64(len(c.views)), "units-in-view/session")
 		})
 	}
 }
