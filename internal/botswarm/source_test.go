@@ -53,6 +53,7 @@ type sourcePeer struct {
 	packets     int
 	bytes       int
 	frameTimes  []time.Time
+	hellos      int    // HELLOs naming the schema of a game that declares none
 	acks        int
 	lastAcked   uint16
 	pings       int
@@ -61,6 +62,10 @@ type sourcePeer struct {
 	bad         int
 	closed      bool
 }
+
+// transformHash is the schema hash of the records the source sends: the whole transform and no
+// fields, for every kind.
+var transformHash = protocol.TransformSchema().Hash()
 
 func startSource(tb testing.TB, cfg sourceConfig) *source {
 	tb.Helper()
@@ -186,6 +191,13 @@ func (s *source) event(ev *enet.Event) {
 			return
 		}
 		switch typ {
+		case protocol.MsgHello:
+			var h protocol.Hello
+			if protocol.DecodeHello(b, &h) != nil || h.SchemaHash != transformHash {
+				p.bad++
+				return
+			}
+			p.hellos++
 		case protocol.MsgAck:
 			var a protocol.Ack
 			if protocol.DecodeAck(b, &a) != nil {

@@ -91,6 +91,9 @@ func TestSwarmMeasuresSource(t *testing.T) {
 				if p.bad != 0 {
 					t.Errorf("source got %d malformed messages", p.bad)
 				}
+				if p.hellos != 1 {
+					t.Errorf("source got %d HELLOs from a peer, want 1", p.hellos)
+				}
 			}
 			for _, c := range r.Clients {
 				tot := c.Totals
