@@ -53,6 +53,7 @@ func main() {
 
 type options struct {
 	server, classes, bind, jsonPath string
+	schema                          string
 	command                         string
 	moveRange                       float64
 	clients                         int
@@ -79,6 +80,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.cfg.CommandBytes, "command-bytes", botswarm.DefaultCommandBytes, "size of a random COMMAND payload")
 	fs.Uint64Var(&o.cfg.Seed, "seed", 1, "seed of the COMMAND payloads and of each bot's PING and COMMAND phase")
 	fs.StringVar(&o.bind, "bind", "", "local IPv4 addresses for the bots' sockets, round-robin: a list and ranges, e.g. 127.0.0.2-127.0.0.65 (the server limits connects per source IP); empty: 0.0.0.0")
+	fs.StringVar(&o.schema, "schema", "", "the game's schema as JSON (what the game server writes with --write-schema); empty: the schema of a game that declares none, as the demo's")
 	fs.StringVar(&o.jsonPath, "json", "", "write the full report (per client and per class, with per-second series) to this file")
 	fs.Float64Var(&o.churn, "churn", 0, "churn mode: connect/close cycles started per second from one host for --duration, instead of bots")
 	fs.DurationVar(&o.churnConnectTimeout, "churn-connect-timeout", botswarm.DefaultChurnTimeout, "churn: how long an attempt waits for its handshake")
@@ -91,6 +93,11 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	var err error
+	if o.schema != "" {
+		if o.cfg.Layout, err = loadSchema(o.schema); err != nil {
+			return nil, fmt.Errorf("--schema: %w", err)
+		}
+	}
 	if o.server != "" {
 		if o.cfg.Server, err = netip.ParseAddrPort(o.server); err != nil {
 			return nil, fmt.Errorf("--server: %w", err)
@@ -177,6 +184,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return writeJSON(o.jsonPath, r)
 }
 
+// loadSchema reads a schema's JSON form and compiles it.
+func loadSchema(path string) (*protocol.Layout, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var s protocol.Schema
+	if err := json.Unmarshal(b, &s); err != nil {
+		return nil, err
+	}
+	return s.Compile()
+}
+
 func runChurn(ctx context.Context, o *options, stdout, stderr io.Writer) error {
 	cfg := botswarm.ChurnConfig{
 		Server:         o.cfg.Server,
@@ -185,6 +205,7 @@ func runChurn(ctx context.Context, o *options, stdout, stderr io.Writer) error {
 		ConnectTimeout: o.churnConnectTimeout,
 		CloseTimeout:   o.churnCloseTimeout,
 		Peers:          o.churnPeers,
+		Layout:         o.cfg.Layout,
 	}
 	if o.bind != "" {
 		addrs, err := botswarm.ParseAddrList(o.bind)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/netfleet/netfleet/gameserver/enet"
+	"github.com/netfleet/netfleet/gameserver/protocol"
 	"github.com/netfleet/netfleet/internal/botswarm"
 )
 
@@ -30,6 +31,8 @@ func TestParseFlagsErrors(t *testing.T) {
 		{args: []string{"--clients", "1", "extra"}, wantErr: "unexpected arguments"},
 		{args: []string{"--clients", "1", "--command", "jump"}, wantErr: "want move or random"},
 		{args: []string{"--clients", "1", "--move-range", "0"}, wantErr: "--move-range"},
+		{args: []string{"--clients", "1", "--schema", "/nonexistent/schema.json"}, wantErr: "--schema"},
+		{args: []string{"--clients", "1", "--schema", writeFile(t, `{"kinds": [{"id": 0, "name": "x", "parts": [], "fields": []}]}`)}, wantErr: `--schema: schema: kind "x": id 0`},
 	}
 	for _, tc := range tests {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
@@ -38,6 +41,33 @@ func TestParseFlagsErrors(t *testing.T) {
 				t.Fatalf("parseFlags(%q) = %v, want error containing %q", tc.args, err, tc.wantErr)
 			}
 		})
+	}
+}
+
+// writeFile writes content to a file of the test's and returns its path.
+func writeFile(t *testing.T, content string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "f")
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestParseSchema: --schema loads a game's schema as the game server writes it, and the bots
+// name it in their HELLO.
+func TestParseSchema(t *testing.T) {
+	s := protocol.Schema{Kinds: []protocol.KindSchema{{ID: 3, Name: "ship", Parts: protocol.Transform, Fields: []protocol.Field{protocol.Bool("boost")}}}}
+	b, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := parseFlags([]string{"--clients", "1", "--schema", writeFile(t, string(b))}, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.cfg.Layout == nil || o.cfg.Layout.Hash() != s.Hash() {
+		t.Fatalf("--schema gave layout %v, want the schema of hash %016x", o.cfg.Layout, s.Hash())
 	}
 }
 

@@ -76,7 +76,7 @@ func newBot(id int, class string, target netip.AddrPort, host *enet.Host, cfg *C
 		host:    host,
 		local:   host.Address(),
 		rng:     rand.New(rand.NewPCG(cfg.Seed, uint64(id))),
-		cl:      client.New(),
+		cl:      client.NewLayout(cfg.Layout),
 		out:     make([]byte, 0, 512),
 		payload: make([]byte, 0, protocol.MaxCommandPayload),
 		command: cfg.Command,

@@ -40,6 +40,9 @@ type ChurnConfig struct {
 	Peers int
 	// Bind is the local IPv4 address; 0.0.0.0 if unset.
 	Bind netip.Addr
+	// Layout is the game's schema, which the attempts' HELLO names; nil is the schema of a game
+	// that declares none.
+	Layout *protocol.Layout
 }
 
 // Validate reports the first invalid setting.
@@ -174,7 +177,7 @@ func RunChurn(ctx context.Context, cfg ChurnConfig) (*ChurnReport, error) {
 		cfg:   cfg,
 		host:  h,
 		slots: make([]churnSlot, cfg.Peers),
-		hello: client.New().AppendHello(nil),
+		hello: client.NewLayout(cfg.Layout).AppendHello(nil),
 		r: ChurnReport{
 			Server:     cfg.Server.String(),
 			Rate:       cfg.Rate,

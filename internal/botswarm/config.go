@@ -156,6 +156,9 @@ type Config struct {
 	// sees several source hosts (its connect limiter counts per source IP); empty binds every
 	// bot to 0.0.0.0.
 	Bind []netip.Addr
+	// Layout is the game's schema, compiled: the bots name it in their HELLO and decode records
+	// with it. nil is the schema of a game that declares none (the demo's).
+	Layout *protocol.Layout
 }
 
 // Bots is the total number of bots.

@@ -26,6 +26,9 @@ type sourceConfig struct {
 	closeCode       uint32
 	connectRate     enet.ConnectRate
 	peers           int // peer slots; 256 if 0
+	// layout is the schema the records follow and the peers' HELLO must name; nil: the schema
+	// of a game that declares none.
+	layout *protocol.Layout
 }
 
 // source is a minimal game server for testing the harness: it accepts ENet peers, sends each
@@ -53,7 +56,7 @@ type sourcePeer struct {
 	packets     int
 	bytes       int
 	frameTimes  []time.Time
-	hellos      int    // HELLOs naming the schema of a game that declares none
+	hellos      int // HELLOs naming the source's schema
 	acks        int
 	lastAcked   uint16
 	pings       int
@@ -62,10 +65,6 @@ type sourcePeer struct {
 	bad         int
 	closed      bool
 }
-
-// transformHash is the schema hash of the records the source sends: the whole transform and no
-// fields, for every kind.
-var transformHash = protocol.TransformSchema().Hash()
 
 func startSource(tb testing.TB, cfg sourceConfig) *source {
 	tb.Helper()
@@ -193,7 +192,7 @@ func (s *source) event(ev *enet.Event) {
 		switch typ {
 		case protocol.MsgHello:
 			var h protocol.Hello
-			if protocol.DecodeHello(b, &h) != nil || h.SchemaHash != transformHash {
+			if protocol.DecodeHello(b, &h) != nil || h.SchemaHash != s.schemaHash() {
 				p.bad++
 				return
 			}
@@ -237,7 +236,7 @@ func (s *source) frame(tick uint32, now time.Time, buf []byte) {
 			continue
 		}
 		for i := range s.cfg.packetsPerFrame {
-			pkt := buildPacket(buf, tick, now, p.seq, i, s.cfg.records)
+			pkt := buildPacket(buf, s.cfg.layout, tick, now, p.seq, i, s.cfg.records)
 			if i == s.cfg.packetsPerFrame-1 {
 				protocol.SetSnapshotFlags(pkt, protocol.FlagLast)
 			}
@@ -257,9 +256,26 @@ func (s *source) frame(tick uint32, now time.Time, buf []byte) {
 	}
 }
 
-// buildPacket encodes a SNAPSHOT of tick carrying spawns of entities part*records onwards.
-func buildPacket(buf []byte, tick uint32, now time.Time, seq uint16, part, records int) []byte {
+// schemaHash is the hash of the source's schema.
+func (s *source) schemaHash() uint64 {
+	if s.cfg.layout == nil {
+		return protocol.TransformSchema().Hash()
+	}
+	return s.cfg.layout.Hash()
+}
+
+// buildPacket encodes a SNAPSHOT of tick carrying spawns of kind 1 of entities part*records
+// onwards, with fields of the tick's value if the layout gives kind 1 fields.
+func buildPacket(buf []byte, l *protocol.Layout, tick uint32, now time.Time, seq uint16, part, records int) []byte {
 	var e protocol.SnapshotEncoder
+	e.SetLayout(l)
+	var fields []uint32
+	if k := l.Kind(1); k != nil {
+		fields = make([]uint32, l.Stride())
+		for i := range k.Fields {
+			fields[k.Fields[i].Word] = tick & (1<<min(k.Fields[i].Width, 31) - 1)
+		}
+	}
 	h := protocol.SnapshotHeader{Tick: tick, ServerTimeMs: uint32(now.UnixMilli()), Seq: seq}
 	if !e.Begin(buf, &h) {
 		panic("buffer too small")
@@ -267,7 +283,7 @@ func buildPacket(buf []byte, tick uint32, now time.Time, seq uint16, part, recor
 	for r := range records {
 		id := uint16(part*records + r)
 		st := protocol.State{Pos: [3]int32{int32(tick), int32(id), 0}, Rot: protocol.YawRotation(float64(tick) / 10)}
-		if !e.Spawn(id, 1, &st, nil) {
+		if !e.Spawn(id, 1, &st, fields) {
 			panic("packet full")
 		}
 	}

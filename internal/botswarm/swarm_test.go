@@ -39,6 +39,7 @@ func TestSwarmMeasuresSource(t *testing.T) {
 		commandsHz      float64
 		command         func(*rand.Rand, []byte) []byte
 		commandBytes    int
+		layout          *protocol.Layout
 	}{
 		{name: "one packet per frame", hz: 30, packetsPerFrame: 1, records: 8},
 		{name: "three packets per frame with random commands", hz: 20, packetsPerFrame: 3, records: 20, commandsHz: 10, commandBytes: DefaultCommandBytes},
@@ -46,13 +47,16 @@ func TestSwarmMeasuresSource(t *testing.T) {
 			name: "game commands", hz: 30, packetsPerFrame: 1, records: 8, commandsHz: 30, commandBytes: 3,
 			command: func(r *rand.Rand, dst []byte) []byte { return append(dst, 1, byte(r.Uint32()), 2) },
 		},
+		{name: "a game's schema", hz: 30, packetsPerFrame: 2, records: 8, layout: (&protocol.Schema{Kinds: []protocol.KindSchema{
+			{ID: 1, Name: "unit", Parts: protocol.PartPosition | protocol.PartRotation, Fields: []protocol.Field{protocol.Uint("hp", 7), protocol.Uint("t", 20)}},
+		}}).MustCompile()},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			const bots = 3
 			// The source stops sending well before the bots close, so every packet it sent has
 			// arrived when the counts are compared.
-			src := startSource(t, sourceConfig{hz: tc.hz, packetsPerFrame: tc.packetsPerFrame, records: tc.records, sendFor: 2500 * time.Millisecond})
+			src := startSource(t, sourceConfig{hz: tc.hz, packetsPerFrame: tc.packetsPerFrame, records: tc.records, sendFor: 2500 * time.Millisecond, layout: tc.layout})
 			s, r := runSwarm(t, Config{
 				Server:     src.addr(),
 				Classes:    []Class{{Name: "direct", Count: bots}},
@@ -60,6 +64,7 @@ func TestSwarmMeasuresSource(t *testing.T) {
 				CommandsHz: tc.commandsHz,
 				Command:    tc.command,
 				Seed:       7,
+				Layout:     tc.layout,
 			})
 			sent := src.all()
 			if len(sent) != bots {
