@@ -4,7 +4,7 @@
 // owns its simulation, the loop owns the tick, the transport, replication and every budget.
 //
 // Between two ticks the loop services ENet, waiting in ENet for the time left until the next
-// tick (it never spins). A connection that completes its handshake is the game's Join; a
+// tick (it never spins). A connection whose HELLO names the store's schema is the game's Join; a
 // disconnection, or a session the loop closes, the game's Leave. Each tick then:
 //
 //  1. serves calls from other goroutines (Apply, Peers, PeerStats), so config changes land
@@ -42,12 +42,17 @@
 //
 // # Client contract
 //
-// A client connects with Channels (2) channels. The server sends SNAPSHOT packets unreliably on
-// ChannelSnapshot and RESET messages reliably on ChannelReliable. Clients send ACKs (one per batch
-// of received packets) and PINGs (4 Hz) unreliably; COMMANDs go reliably or not, as the game
-// needs. The server accepts every message on any channel. A client may declare a rate class in its
-// connect data (session.ConnectDataRateClass). The server closes a session with ENet disconnect
-// data: protocol.CloseGoingAway (1001) when it shuts down, protocol.CloseAbuse (1008) when the
+// docs/protocol.md specifies what a client does. A client connects with Channels (2) channels and
+// sends a HELLO naming its schema's hash first: the peer waits, holding no session, until its
+// HELLO arrives; one that sends none within HelloTimeout, or a malformed one, is refused with
+// protocol.CloseHandshake (4002), and one naming another schema than the store's with
+// protocol.CloseSchema (4004), before it is sent any record. Only then is the player the game's
+// Join. The server sends SNAPSHOT packets unreliably on ChannelSnapshot and RESET messages
+// reliably on ChannelReliable; before it refuses a client it sends a CLOSE saying why, reliably.
+// Clients send ACKs (one per batch of received packets) and PINGs (4 Hz) unreliably; COMMANDs go
+// reliably or not, as the game needs. The server accepts every message on any channel. A client
+// may declare a rate class in its connect data (session.ConnectDataRateClass). The server closes
+// a session with ENet disconnect data: protocol.CloseGoingAway (1001) when it shuts down, protocol.CloseAbuse (1008) when the
 // client keeps sending over its inbound budget, protocol.CloseStalled (1013) when the session
 // stayed stalled — and, as "try again later", when the pools have no room for a new connection —
 // and protocol.CloseNoPing (4001) when the client stopped pinging. A player the game refuses is

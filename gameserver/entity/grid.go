@@ -49,7 +49,7 @@ func (g *grid) rebuild(meta []SlotMeta, vis []Visibility) {
 	cellOf := g.cellOf[:len(meta)]
 	for s := range meta {
 		c := int32(-1)
-		if meta[s].Alive && !(meta[s].Special && vis[s].placeless) {
+		if meta[s].Alive && (!meta[s].Special || !vis[s].placeless) {
 			c = int32(g.cell(meta[s].Y)*g.n + g.cell(meta[s].X))
 			g.start[c+1]++
 		}

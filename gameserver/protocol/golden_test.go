@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strconv"
 	"testing"
 )
 
@@ -117,11 +118,11 @@ func checkGoldenQuant(q *goldenQuant) error {
 		}
 	}
 	for _, c := range q.Unpack {
-		var p uint32
-		if _, err := fmt.Sscanf(c.Packed, "%08x", &p); err != nil {
+		p, err := strconv.ParseUint(c.Packed, 16, 32)
+		if err != nil {
 			return err
 		}
-		if x, y, z, w := UnpackRotation(p); [4]float64{x, y, z, w} != c.Quat {
+		if x, y, z, w := UnpackRotation(uint32(p)); [4]float64{x, y, z, w} != c.Quat {
 			return fmt.Errorf("unpack %s: %v, the file says %v", c.Packed, [4]float64{x, y, z, w}, c.Quat)
 		}
 	}
@@ -454,34 +455,34 @@ func checkGolden(l *Layout, v *goldenVector, b []byte) error {
 	case v.Hello != nil:
 		var h Hello
 		if err := DecodeHello(b, &h); err != nil || fmt.Sprintf("%016x", h.SchemaHash) != v.Hello.SchemaHash {
-			return fmt.Errorf("HELLO %016x (%v)", h.SchemaHash, err)
+			return fmt.Errorf("HELLO %016x (%w)", h.SchemaHash, err)
 		}
 	case v.Close != nil:
 		var c Close
 		if err := DecodeClose(b, &c); err != nil || c.Code != v.Close.Code || c.Reason != v.Close.Reason {
-			return fmt.Errorf("CLOSE %+v (%v)", c, err)
+			return fmt.Errorf("CLOSE %+v (%w)", c, err)
 		}
 	case v.Reset != nil:
 		var r Reset
 		if err := DecodeReset(b, &r); err != nil || r.Tick != v.Reset.Tick {
-			return fmt.Errorf("RESET %+v (%v)", r, err)
+			return fmt.Errorf("RESET %+v (%w)", r, err)
 		}
 	case v.Ping != nil:
 		var p Ping
 		if err := DecodePing(b, &p); err != nil || p.ClientTimeMs != v.Ping.ClientTimeMs || p.LastAppliedTick != v.Ping.LastAppliedTick {
-			return fmt.Errorf("PING %+v (%v)", p, err)
+			return fmt.Errorf("PING %+v (%w)", p, err)
 		}
 	case v.Ack != nil:
 		var a Ack
 		if err := DecodeAck(b, &a); err != nil || a.Latest != v.Ack.Latest || fmt.Sprintf("%016x", a.Received) != v.Ack.Received ||
 			a.LastAppliedTick != v.Ack.LastAppliedTick || a.Resync != v.Ack.Resync || !slices.Equal(a.NeedFull(), v.Ack.NeedFull) {
-			return fmt.Errorf("ACK %+v (%v)", a, err)
+			return fmt.Errorf("ACK %+v (%w)", a, err)
 		}
 	case v.Command != nil:
 		var c Command
 		if err := DecodeCommand(b, &c); err != nil || c.Seq != v.Command.Seq || c.Tick != v.Command.Tick ||
 			hex.EncodeToString(c.Payload) != v.Command.Payload {
-			return fmt.Errorf("COMMAND %+v (%v)", c, err)
+			return fmt.Errorf("COMMAND %+v (%w)", c, err)
 		}
 	case v.Snapshot != nil:
 		lay := l
@@ -552,9 +553,11 @@ func opName(op Op) string {
 }
 
 func fromGolden(g *goldenState) State {
-	var rot uint32
-	fmt.Sscanf(g.Rot, "%x", &rot)
-	return State{Pos: g.Pos, Rot: rot, Vel: g.Vel}
+	rot, err := strconv.ParseUint(g.Rot, 16, 32)
+	if err != nil {
+		panic(fmt.Sprintf("golden rotation %q: %v", g.Rot, err))
+	}
+	return State{Pos: g.Pos, Rot: uint32(rot), Vel: g.Vel}
 }
 
 // sameState compares a decoded state and its fields with a vector's, the fields by their words

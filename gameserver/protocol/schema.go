@@ -109,9 +109,9 @@ func Enum(name string, values ...string) Field {
 	return Field{Name: name, Type: FieldEnum, Values: values}
 }
 
-// Float is a number in [min, max], quantized to step.
-func Float(name string, min, max, step float64) Field {
-	return Field{Name: name, Type: FieldFloat, Min: min, Max: max, Step: step}
+// Float is a number in [lo, hi], quantized to step.
+func Float(name string, lo, hi, step float64) Field {
+	return Field{Name: name, Type: FieldFloat, Min: lo, Max: hi, Step: step}
 }
 
 // Bytes is a field of size bytes.

@@ -60,19 +60,25 @@ const maxCachedBits = 128
 
 func cacheKey(tick, age uint32) uint64 { return uint64(tick)<<32 | uint64(age)<<recordLenBits }
 
-// fill stores rec, slot's record for tick and age, unless rec is longer than maxCachedBits or its
+// fill stores rec, a record of at most 64 bits for tick and age, in e, unless e was filled this
+// tick.
+func (e *cacheEntry) fill(tick, age uint32, rec *protocol.RecordBits) {
+	if k := e.key.Load(); uint32(k>>32) != tick && e.key.CompareAndSwap(k, cacheKey(tick, 0)) {
+		e.bits = rec.W[0]
+		e.key.Store(cacheKey(tick, age) | uint64(rec.N))
+	}
+}
+
+// fillLong stores rec, slot's record of 65 to maxCachedBits bits for tick and age, unless its
 // entry was filled this tick; it reports whether it stored it.
-func (c *recordCache) fill(slot uint16, tick, age uint32, rec *protocol.RecordBits) bool {
+func (c *recordCache) fillLong(slot uint16, tick, age uint32, rec *protocol.RecordBits) bool {
 	i := c.index(slot, age)
 	e := &c.entries[i]
 	k := e.key.Load()
 	if rec.N > maxCachedBits || uint32(k>>32) == tick || !e.key.CompareAndSwap(k, cacheKey(tick, 0)) {
 		return false
 	}
-	e.bits = rec.W[0]
-	if rec.N > 64 {
-		c.hi[i] = rec.W[1]
-	}
+	e.bits, c.hi[i] = rec.W[0], rec.W[1]
 	e.key.Store(cacheKey(tick, age) | uint64(rec.N))
 	return true
 }

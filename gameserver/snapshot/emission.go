@@ -101,7 +101,9 @@ func (v *View) encodeDelta(c uint16, tick uint32, base, cur *protocol.State) {
 	} else if bf, cf := v.baseFieldsOf(ri), v.curFields(rep.slot); *base != *cur || !slices.Equal(bf, cf) {
 		v.layout.DeltaRecord(rep.slot, age, uint8(v.kinds[rep.slot]), base, cur, bf, cf, rec)
 	}
-	if !v.cache.fill(rep.slot, tick, age, rec) && rec.N > 64 {
+	if rec.N <= 64 {
+		v.cache.at(rep.slot, age).fill(tick, age, rec)
+	} else if !v.cache.fillLong(rep.slot, tick, age, rec) {
 		v.sc.candBits[c], v.sc.candLen[c] = 0, recEncoded // not in the cache: encoded again when emitted
 		return
 	}
