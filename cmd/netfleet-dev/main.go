@@ -63,6 +63,23 @@ type config struct {
 	keep                                               bool
 	images                                             imageFlag
 	firstAddress                                       string
+	// node runs a real node (internal/node) instead of the pod runner; archives are the image
+	// archives it loads into containerd.
+	node     bool
+	archives archiveFlag
+}
+
+// archiveFlag collects --load paths.
+type archiveFlag []string
+
+func (f *archiveFlag) String() string { return strings.Join(*f, ",") }
+
+func (f *archiveFlag) Set(v string) error {
+	if v == "" {
+		return errors.New("empty image archive path")
+	}
+	*f = append(*f, v)
+	return nil
 }
 
 // imageFlag collects --image name=path; the first use replaces the default map.
@@ -126,11 +143,26 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	fs.Var(&c.images, "image", "image=binary: run Pods of image (any tag) with binary; repeatable, replaces the default")
 	fs.StringVar(&c.crdDir, "crds", inRepo("config/crd/bases"), "directory of CRDs to install, if it exists")
 	fs.StringVar(&c.firstAddress, "first-address", podrunner.DefaultFirstAddress.String(), "first loopback address given to a Pod")
+	fs.BoolVar(&c.node, "node", false, "run a real node (containerd, runc, the kubelet, kube-proxy, CNI) instead of the pod runner; the operator then runs as a Pod (helm install the chart); needs root and `make node-assets`")
+	fs.Var(&c.archives, "load", "with --node: an OCI image archive (`make images`) to load into containerd; repeatable")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if c.node {
+		for _, podRunnerOnly := range []string{"operator-cmd", "image", "first-address"} {
+			if set[podRunnerOnly] {
+				return nil, fmt.Errorf("--%s is for the pod runner; with --node the operator and the game servers run from their images (helm install the chart, --load the images)", podRunnerOnly)
+			}
+		}
+		return c, nil
+	}
+	if len(c.archives) > 0 {
+		return nil, errors.New("--load needs --node: the pod runner runs binaries, not images")
 	}
 	if strings.TrimSpace(c.operatorCmd) == "" {
 		return nil, fmt.Errorf("no --operator-cmd, and no default: %w", rootErr)
@@ -151,6 +183,9 @@ func run(ctx context.Context, args []string, out io.Writer) (err error) {
 	say := func(format string, a ...any) { _, _ = fmt.Fprintf(out, "netfleet-dev: "+format+"\n", a...) }
 	logger := funcr.New(func(prefix, args string) { _, _ = fmt.Fprintln(out, prefix, args) }, funcr.Options{})
 	ctrllog.SetLogger(logger)
+	if c.node {
+		return runNode(ctx, c, say)
+	}
 
 	operatorArgs := strings.Fields(c.operatorCmd)
 	operatorBin, lookErr := exec.LookPath(operatorArgs[0])

@@ -1,0 +1,235 @@
+package node
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// cgroupRoot is /sys/fs/cgroup; the node keeps every process it starts, and the kubelet every
+// Pod, in a cgroup of its own below it in every hierarchy, so that stopping the node can find
+// and kill all of them and leave no cgroup behind.
+const cgroupRoot = "/sys/fs/cgroup"
+
+// requiredControllers are the cgroup v1 controllers the kubelet and runc need.
+var requiredControllers = []string{"cpu", "cpuacct", "cpuset", "memory", "devices", "freezer", "pids", "blkio"}
+
+// cgroupHierarchies returns the mount points of the mounted cgroup hierarchies (v1, and the v2
+// one of a hybrid layout), read from /proc/self/mountinfo.
+func cgroupHierarchies() ([]string, error) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		i := slices.Index(fields, "-")
+		if i < 0 || i+1 >= len(fields) || len(fields) < 5 {
+			continue
+		}
+		if t := fields[i+1]; (t == "cgroup" || t == "cgroup2") && strings.HasPrefix(fields[4], cgroupRoot+"/") {
+			out = append(out, fields[4])
+		}
+	}
+	return out, sc.Err()
+}
+
+// checkCgroups reports a machine whose cgroups the node cannot run on: it needs the cgroup v1
+// hierarchy with the controllers the kubelet uses.
+func checkCgroups() error {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(cgroupRoot, &st); err != nil {
+		return fmt.Errorf("cgroups: %s: %w", cgroupRoot, err)
+	}
+	const cgroup2Magic = 0x63677270
+	if st.Type == cgroup2Magic {
+		return errors.New("cgroups: this machine has only the unified cgroup v2 hierarchy; the local node runs on the cgroup v1 hierarchy (boot with systemd.unified_cgroup_hierarchy=0)")
+	}
+	hs, err := cgroupHierarchies()
+	if err != nil {
+		return fmt.Errorf("cgroups: %w", err)
+	}
+	var missing []string
+	for _, c := range requiredControllers {
+		if !slices.Contains(hs, filepath.Join(cgroupRoot, c)) && !mountedWith(hs, c) {
+			missing = append(missing, c)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("cgroups: the controllers %v are not mounted under %s (mounted: %v)", missing, cgroupRoot, hs)
+	}
+	return nil
+}
+
+// mountedWith reports a co-mounted controller (e.g. /sys/fs/cgroup/cpu,cpuacct).
+func mountedWith(hs []string, c string) bool {
+	for _, h := range hs {
+		if slices.Contains(strings.Split(filepath.Base(h), ","), c) {
+			return true
+		}
+	}
+	return false
+}
+
+// createCgroups makes <hierarchy>/<name> and <hierarchy>/<name>/node in every hierarchy, cpuset's
+// given the parent's CPUs and memory nodes (a v1 cpuset cgroup takes no task without them).
+func createCgroups(name string) error {
+	hs, err := cgroupHierarchies()
+	if err != nil {
+		return err
+	}
+	for _, h := range hs {
+		for _, d := range []string{filepath.Join(h, name), filepath.Join(h, name, "node")} {
+			if err := os.Mkdir(d, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+				return fmt.Errorf("cgroup %s: %w", d, err)
+			}
+			if !strings.Contains(filepath.Base(h), "cpuset") {
+				continue
+			}
+			for _, knob := range []string{"cpuset.cpus", "cpuset.mems"} {
+				v, err := os.ReadFile(filepath.Join(filepath.Dir(d), knob))
+				if err != nil {
+					return fmt.Errorf("cgroup %s: %w", d, err)
+				}
+				if err := os.WriteFile(filepath.Join(d, knob), v, 0o644); err != nil {
+					return fmt.Errorf("cgroup %s: %s: %w", d, knob, err)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// joinCgroupScript is a shell prelude that moves the shell into the node's cgroup of every
+// hierarchy before it execs the command, so the command and all it forks are in it from their
+// first instruction.
+func joinCgroupScript(name string) (string, error) {
+	hs, err := cgroupHierarchies()
+	if err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	for _, h := range hs {
+		fmt.Fprintf(&b, "echo $$ > %s && ", filepath.Join(h, name, "node", "cgroup.procs"))
+	}
+	b.WriteString(`exec "$@"`)
+	return b.String(), nil
+}
+
+// cgroupPids returns the processes in <freezer>/<name> and below.
+func cgroupPids(name string) ([]int, error) {
+	var pids []int
+	root := filepath.Join(cgroupRoot, "freezer", name)
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() {
+			return nil
+		}
+		b, err := os.ReadFile(filepath.Join(p, "cgroup.procs"))
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		for _, f := range strings.Fields(string(b)) {
+			if pid, err := strconv.Atoi(f); err == nil {
+				pids = append(pids, pid)
+			}
+		}
+		return nil
+	})
+	return pids, err
+}
+
+// killCgroups kills every process in the node's cgroups: it freezes them (so none forks or exits
+// under the killing), sends SIGKILL to each, thaws them, and waits until the cgroups are empty.
+func killCgroups(name string, timeout time.Duration) error {
+	state := filepath.Join(cgroupRoot, "freezer", name, "freezer.state")
+	if _, err := os.Stat(state); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	deadline := time.Now().Add(timeout)
+	for {
+		pids, err := cgroupPids(name)
+		if err != nil {
+			return err
+		}
+		if len(pids) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("processes %v still in cgroup %s after SIGKILL", pids, name)
+		}
+		_ = os.WriteFile(state, []byte("FROZEN"), 0o644)
+		for _, pid := range pids {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+		_ = os.WriteFile(state, []byte("THAWED"), 0o644)
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// removeCgroups removes <hierarchy>/<name> and everything below it in every hierarchy, deepest
+// first. A cgroup whose last process has just been killed may be busy for a moment.
+func removeCgroups(name string, timeout time.Duration) error {
+	hs, err := cgroupHierarchies()
+	if err != nil {
+		return err
+	}
+	deadline := time.Now().Add(timeout)
+	var errs []error
+	for _, h := range hs {
+		root := filepath.Join(h, name)
+		for {
+			err := removeTree(root)
+			if err == nil || time.Now().After(deadline) {
+				errs = append(errs, err)
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func removeTree(root string) error {
+	var dirs []string
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if errors.Is(err, fs.ErrNotExist) {
+			return fs.SkipDir
+		}
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			dirs = append(dirs, p)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for i := len(dirs) - 1; i >= 0; i-- {
+		if err := syscall.Rmdir(dirs[i]); err != nil && !errors.Is(err, syscall.ENOENT) {
+			return fmt.Errorf("remove cgroup %s: %w", dirs[i], err)
+		}
+	}
+	return nil
+}
