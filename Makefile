@@ -92,6 +92,12 @@ dev: setup ## Run the local control plane until Ctrl-C, for kubectl (KUBECONFIG=
 
 ##@ Test
 
+.PHONY: dev-node
+dev-node: setup images ## The local control plane with a real node (containerd, kubelet) and the images loaded, until Ctrl-C (KUBECONFIG=_out/dev-node/kubeconfig); needs root.
+	mkdir -p $(ROOT)/_out/dev-node
+	$(BIN)/netfleet-dev --node --load $(ROOT)/_out/images/operator.tar --load $(ROOT)/_out/images/gameserver.tar \
+		--kubeconfig-out $(ROOT)/_out/dev-node/kubeconfig --ready-file $(ROOT)/_out/dev-node/ready
+
 .PHONY: test
 test: setup verify ## Install what is needed, verify, and run every test.
 	hack/test.sh
