@@ -79,6 +79,11 @@ func (o *Options) Validate() error {
 			return fmt.Errorf("node state directory %s is under %s, which the node overlays; use one under /tmp", dir, d)
 		}
 	}
+	for _, img := range o.Images {
+		if _, err := os.Stat(img); err != nil {
+			return fmt.Errorf("image archive: %w (run `make images`)", err)
+		}
+	}
 	var missing []string
 	check := func(dir string, names ...string) {
 		for _, n := range names {
@@ -95,11 +100,6 @@ func (o *Options) Validate() error {
 	check(filepath.Dir(o.Assets.Pause), filepath.Base(o.Assets.Pause))
 	if len(missing) > 0 {
 		return fmt.Errorf("node binaries missing (run `make node-assets test-assets`): %s", strings.Join(missing, ", "))
-	}
-	for _, img := range o.Images {
-		if _, err := os.Stat(img); err != nil {
-			return fmt.Errorf("image archive: %w (run `make images`)", err)
-		}
 	}
 	if o.Assets.Runc == "" {
 		p, err := exec.LookPath("runc")
