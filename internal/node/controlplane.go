@@ -68,9 +68,9 @@ func (n *Node) controlPlaneEnvironment() (*envtest.Environment, error) {
 	env.ControlPlane.Etcd = &envtest.Etcd{DataDir: l.etcd}
 	api := env.ControlPlane.GetAPIServer()
 	api.CertDir = l.apiserverCerts
-	api.SecureServing.ListenAddr = envtest.ListenAddr{Address: p.hostIP.String(), Port: strconv.Itoa(port)}
-	api.SecureServing.CA = n.ca.certPEM
-	api.SecureServing.Authn = &certAuthn{ca: n.ca, caFile: caFile}
+	api.ListenAddr = envtest.ListenAddr{Address: p.hostIP.String(), Port: strconv.Itoa(port)}
+	api.CA = n.ca.certPEM
+	api.Authn = &certAuthn{ca: n.ca, caFile: caFile}
 	api.Out, api.Err = nil, nil
 	args := api.Configure()
 	args.Set("tls-cert-file", certFile).

@@ -195,7 +195,7 @@ func (n *Node) waitReady(ctx context.Context) error {
 		}
 		for _, c := range node.Status.Conditions {
 			if c.Type == corev1.NodeReady {
-				return c.Status == corev1.ConditionTrue, fmt.Errorf("Ready %s: %s", c.Status, c.Message)
+				return c.Status == corev1.ConditionTrue, fmt.Errorf("condition Ready is %s: %s", c.Status, c.Message)
 			}
 		}
 		return false, errors.New("no Ready condition")

@@ -91,7 +91,7 @@ func (p *process) exited() bool {
 
 // failure describes how a process that should still run ended, with the end of its log.
 func (p *process) failure() error {
-	return fmt.Errorf("%s exited (%v); the end of %s:\n%s", p.name, p.err, p.logPath, tail(p.logPath, 15))
+	return fmt.Errorf("%s exited (%w); the end of %s:\n%s", p.name, p.err, p.logPath, tail(p.logPath, 15))
 }
 
 // stop sends SIGTERM, then SIGKILL after grace.

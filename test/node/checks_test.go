@@ -96,7 +96,7 @@ func (n *devNode) checkPod(t *testing.T, pod *corev1.Pod) {
 		switch {
 		case perm&0o007 != 0:
 			t.Errorf("%s: its token is mode %o: other users can read it", what, perm)
-		case perm&0o400 == 0 || owner != uid && !(perm&0o040 != 0 && group == gid):
+		case perm&0o400 == 0 || owner != uid && (perm&0o040 == 0 || group != gid):
 			t.Errorf("%s: its token (mode %o, %s:%s) is not readable by its process (%s:%s)", what, perm, owner, group, uid, gid)
 		}
 		t.Logf("%s: pid %d uid %s gid %s CapEff %s NoNewPrivs %s, root read-only %v, token %o %s:%s",

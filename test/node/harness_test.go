@@ -7,7 +7,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/netip"
 	"os"
@@ -256,5 +255,3 @@ func hostState() (string, error) {
 
 // counters are iptables-save's packet and byte counts of a chain, which traffic changes.
 var counters = regexp.MustCompile(`\[\d+:\d+\]`)
-
-var errNoPods = errors.New("no pods")

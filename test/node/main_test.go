@@ -3,6 +3,7 @@
 package node
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -22,12 +23,11 @@ var build struct {
 }
 
 func TestMain(m *testing.M) {
-	code, err := setUp()
-	if err != nil {
+	if err := setUp(); err != nil {
 		fmt.Fprintln(os.Stderr, "node tier: set-up:", err)
 		os.Exit(1)
 	}
-	code = m.Run()
+	code := m.Run()
 	if code == 0 {
 		_ = os.RemoveAll(build.dir)
 	} else {
@@ -38,14 +38,14 @@ func TestMain(m *testing.M) {
 
 // setUp builds netfleet-dev, the operator (CGO_ENABLED=0, as make build does) and the game server,
 // and the two images around the latter, tagged with the chart's appVersion (the chart's default).
-func setUp() (int, error) {
+func setUp() error {
 	root, err := testenv.RepoRoot()
 	if err != nil {
-		return 1, err
+		return err
 	}
 	dir, err := os.MkdirTemp("", "netfleet-node-tier-")
 	if err != nil {
-		return 1, err
+		return err
 	}
 	build.dir, build.root = dir, root
 	bins := filepath.Join(dir, "bin")
@@ -56,19 +56,22 @@ func setUp() (int, error) {
 		cmd := exec.Command("go", "build", "-o", bins+string(filepath.Separator), b.pkg)
 		cmd.Dir, cmd.Env = root, append(os.Environ(), "CGO_ENABLED="+b.cgo)
 		if out, err := cmd.CombinedOutput(); err != nil {
-			return 1, fmt.Errorf("build %s: %w\n%s", b.pkg, err, out)
+			return fmt.Errorf("build %s: %w\n%s", b.pkg, err, out)
 		}
 	}
 	build.netfleetDev = filepath.Join(bins, "netfleet-dev")
 	chart, err := os.ReadFile(filepath.Join(root, "charts", "netfleet", "Chart.yaml"))
 	if err != nil {
-		return 1, err
+		return err
 	}
 	var meta struct {
 		AppVersion string `json:"appVersion"`
 	}
-	if err := yaml.Unmarshal(chart, &meta); err != nil || meta.AppVersion == "" {
-		return 1, fmt.Errorf("the chart's appVersion: %v", err)
+	if err := yaml.Unmarshal(chart, &meta); err != nil {
+		return fmt.Errorf("the chart's appVersion: %w", err)
+	}
+	if meta.AppVersion == "" {
+		return errors.New("the chart has no appVersion")
 	}
 	build.tag = meta.AppVersion
 	for _, im := range []struct {
@@ -81,12 +84,12 @@ func setUp() (int, error) {
 	} {
 		img, err := images.Build(im.spec, filepath.Join(bins, im.bin))
 		if err != nil {
-			return 1, err
+			return err
 		}
 		*im.archive = filepath.Join(dir, im.bin+".tar")
 		if err := images.WriteArchive(*im.archive, im.spec.Ref(build.tag), img); err != nil {
-			return 1, err
+			return err
 		}
 	}
-	return 0, nil
+	return nil
 }
