@@ -17,8 +17,8 @@ import (
 const tokenPath = "/var/run/secrets/kubernetes.io/serviceaccount/token"
 
 // checkPod checks what a user's cluster would hold a Pod to, from the Pod's status and from its
-// containers' processes as the kernel sees them: every container Ready (its probes pass) and not
-// restarted; its process not root, with no capabilities and no way to gain privileges where the
+// containers' processes as the kernel sees them: every container Ready (its readiness probe
+// passes) and never restarted (nor by its liveness probe); its process not root, with no capabilities and no way to gain privileges where the
 // spec says so; its root filesystem read-only where the spec says so; its ServiceAccount token
 // mounted, readable by the process, and not by other users.
 func (n *devNode) checkPod(t *testing.T, pod *corev1.Pod) {
@@ -50,6 +50,10 @@ func (n *devNode) checkPod(t *testing.T, pod *corev1.Pod) {
 		}
 		if spec.ReadinessProbe == nil {
 			t.Errorf("%s has no readiness probe", what)
+		}
+		// A failing liveness probe would have restarted it.
+		if st.RestartCount != 0 {
+			t.Errorf("%s restarted %d times", what, st.RestartCount)
 		}
 		pid, err := n.taskPID(containerID(*st))
 		if err != nil {
