@@ -11,6 +11,14 @@
 // SIGTERM stops the operator, then the Pods (gracefully), then the API server and etcd, and
 // removes the temporary state; a second signal exits at once. The operator and the Pods' processes
 // die with netfleet-dev even if it is killed; etcd and kube-apiserver (started by envtest) do not.
+//
+// With --node it runs a real node instead of the pod runner and the operator process
+// (internal/node): kube-controller-manager, kube-scheduler, and containerd with runc, the kubelet
+// and kube-proxy in the node's own namespaces, with the image archives given by --load in
+// containerd; the operator then runs as a Pod from its image (helm install the chart). A signal
+// stops the node's Pods gracefully and then the node, and netfleet-dev fails if anything of the
+// node is left on the machine. Killed with SIGKILL, it leaves the containers, their shims, etcd and
+// kube-apiserver running, and the node's cgroups in place.
 package main
 
 import (

@@ -53,6 +53,8 @@ type devNode struct {
 	holder int
 	ctr    []string
 	marks  node.Marks
+	// hostBefore is hostState before the node started.
+	hostBefore string
 }
 
 type syncBuffer struct {
@@ -243,8 +245,10 @@ func hostState() (string, error) {
 		}
 		fmt.Fprintf(&b, "$ %s\n", strings.Join(argv, " "))
 		for _, line := range strings.Split(out, "\n") {
-			// iptables-save's comments carry the time; link lines carry counters nowhere.
-			if strings.HasPrefix(line, "#") {
+			// iptables-save's comments carry the time. Of the links, those a node could leave: its
+			// end of the veth pair, a Pod's veth or a bridge; other links come and go with the
+			// machine.
+			if strings.HasPrefix(line, "#") || argv[0] == "ip" && argv[2] == "link" && !nodeLink.MatchString(line) {
 				continue
 			}
 			b.WriteString(counters.ReplaceAllString(line, "") + "\n")
@@ -252,6 +256,9 @@ func hostState() (string, error) {
 	}
 	return b.String(), nil
 }
+
+// nodeLink matches the links a node makes: nfnode<i>, veth*, the nf0 bridge, cni*.
+var nodeLink = regexp.MustCompile(`^\d+: (nfnode|veth|nf0|cni)`)
 
 // counters are iptables-save's packet and byte counts of a chain, which traffic changes.
 var counters = regexp.MustCompile(`\[\d+:\d+\]`)

@@ -43,6 +43,7 @@ func TestNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	n := startNode(t)
+	n.hostBefore = before
 	stopped := false
 	defer func() {
 		if !stopped {
@@ -477,6 +478,13 @@ func testFootprintVisible(t *testing.T, n *devNode) {
 		if !strings.Contains(rules, want) {
 			t.Errorf("the node's nat table has no %s:\n%s", want, rules)
 		}
+	}
+	during, err := hostState()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if during == n.hostBefore || !strings.Contains(during, n.marks.HostLink) || !strings.Contains(during, n.marks.PodCIDR.String()) {
+		t.Errorf("the machine's links and routes do not show the running node's link %s and route to %s:\n%s", n.marks.HostLink, n.marks.PodCIDR, during)
 	}
 	mounts, err := os.ReadFile(fmt.Sprintf("/proc/%d/mountinfo", n.holder))
 	if err != nil {
