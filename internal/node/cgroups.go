@@ -233,3 +233,91 @@ func removeTree(root string) error {
 	}
 	return nil
 }
+
+// staleAge is how old a node's cgroup must be before a node without its holder is taken for
+// killed: a node that is starting makes its cgroups a moment before its holder.
+const staleAge = 10 * time.Second
+
+// sweepKilled removes what nodes whose netfleet-dev was killed (SIGKILL, a second Ctrl-C) left:
+// a node's cgroups with no holder in them still hold its containers, their shims, etcd and
+// kube-apiserver; killing them lets the kernel drop the node's namespaces, with its mounts, link
+// and iptables rules, and the cgroups are removed. Its state directory stays.
+func sweepKilled(logf func(string, ...any)) error {
+	entries, err := os.ReadDir(filepath.Join(cgroupRoot, "freezer"))
+	if err != nil {
+		return fmt.Errorf("cgroups: %w", err)
+	}
+	for _, e := range entries {
+		name := e.Name()
+		if !e.IsDir() || !strings.HasPrefix(name, "netfleet-node-") {
+			continue
+		}
+		info, err := e.Info()
+		if err != nil || time.Since(info.ModTime()) < staleAge {
+			continue
+		}
+		if held, err := hasHolder(name); err != nil || held {
+			continue
+		}
+		if logf != nil {
+			logf("removing the remains of a node that was killed: cgroup %s", name)
+		}
+		if err := killCgroups(name, killTimeout); err != nil {
+			return err
+		}
+		if err := removeCgroups(name, killTimeout); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// hasHolder reports whether the node of cgroup name has its namespace holder, a pause process in
+// its node cgroup.
+func hasHolder(name string) (bool, error) {
+	b, err := os.ReadFile(filepath.Join(cgroupRoot, "freezer", name, "node", "cgroup.procs"))
+	if err != nil {
+		return false, err
+	}
+	for _, f := range strings.Fields(string(b)) {
+		if c, err := os.ReadFile(filepath.Join("/proc", f, "comm")); err == nil && strings.TrimSpace(string(c)) == "pause" {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// adoptChildren moves this process's children of the given names (etcd and kube-apiserver,
+// which envtest starts) into the node's cgroups, so a sweep of a killed node finds them too.
+func adoptChildren(name string, comms ...string) error {
+	hs, err := cgroupHierarchies()
+	if err != nil {
+		return err
+	}
+	procs, err := os.ReadDir("/proc")
+	if err != nil {
+		return err
+	}
+	self := strconv.Itoa(os.Getpid())
+	for _, p := range procs {
+		stat, err := os.ReadFile(filepath.Join("/proc", p.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...
+		open, close := strings.IndexByte(string(stat), '('), strings.LastIndexByte(string(stat), ')')
+		if open < 0 || close < open {
+			continue
+		}
+		fields := strings.Fields(string(stat[close+1:]))
+		if len(fields) < 2 || fields[1] != self || !slices.Contains(comms, string(stat[open+1:close])) {
+			continue
+		}
+		for _, h := range hs {
+			if err := os.WriteFile(filepath.Join(h, name, "node", "cgroup.procs"), []byte(p.Name()), 0o644); err != nil {
+				return fmt.Errorf("move %s (pid %s) into cgroup %s: %w", stat[open+1:close], p.Name(), h, err)
+			}
+		}
+	}
+	return nil
+}

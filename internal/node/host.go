@@ -26,7 +26,7 @@ var kernelTunables = []string{
 }
 
 // host is the node's place on the machine: a network namespace and a mount namespace, held by a
-// process that sleeps in them, joined to the machine by a veth pair. In the mount namespace the
+// pause process in them, joined to the machine by a veth pair. In the mount namespace the
 // machine's /etc, /opt, /run, /usr and /var are overlays whose writes land in the state
 // directory, and every mount the node makes (container root filesystems, volumes, network
 // namespaces) is invisible to the machine and goes away with the namespace.
@@ -52,8 +52,9 @@ func (n *Node) setUpHost(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	// unshare execs sleep in the new namespaces; the holder's pid is the namespaces' handle.
-	holder := exec.Command("/bin/sh", "-c", join, "sh", "unshare", "--mount", "--net", "--propagation", "private", "--", "sleep", "infinity")
+	// unshare execs pause in the new namespaces; the holder's pid is the namespaces' handle, and
+	// its being alive tells a node that runs from one whose netfleet-dev was killed.
+	holder := exec.Command("/bin/sh", "-c", join, "sh", "unshare", "--mount", "--net", "--propagation", "private", "--", n.opts.Assets.Pause)
 	holder.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := holder.Start(); err != nil {
 		return fmt.Errorf("start the node's namespace holder: %w", err)

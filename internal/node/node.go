@@ -87,6 +87,9 @@ func Start(ctx context.Context, opts Options) (_ *Node, err error) {
 			return nil, fmt.Errorf("state directory: %w", err)
 		}
 	}
+	if err := sweepKilled(n.logf); err != nil {
+		return nil, err
+	}
 	if n.plan, err = pickPlan(); err != nil {
 		return nil, err
 	}
@@ -117,6 +120,9 @@ func Start(ctx context.Context, opts Options) (_ *Node, err error) {
 		return n, fmt.Errorf("start etcd and kube-apiserver: %w", err)
 	}
 	n.logf("API server %s up in %s", n.cfg.Host, time.Since(began).Round(100*time.Millisecond))
+	if err := adoptChildren(n.plan.cgroup, "etcd", "kube-apiserver"); err != nil {
+		return n, err
+	}
 	n.kubeconfig = filepath.Join(n.opts.Dir, "kubeconfig")
 	if err := os.WriteFile(n.kubeconfig, n.env.KubeConfig, 0o600); err != nil {
 		return n, err
@@ -289,13 +295,13 @@ func (n *Node) Stop(ctx context.Context) error {
 			p.stop(processGrace)
 		}
 	}
-	if err := killCgroups(n.plan.cgroup, killTimeout); err != nil {
-		errs = append(errs, err)
-	}
 	if n.env != nil {
 		if err := n.env.Stop(); err != nil && !strings.HasPrefix(err.Error(), "timeout waiting for process") {
 			errs = append(errs, fmt.Errorf("stop kube-apiserver and etcd: %w", err))
 		}
+	}
+	if err := killCgroups(n.plan.cgroup, killTimeout); err != nil {
+		errs = append(errs, err)
 	}
 	n.stopHost()
 	// The holder was the last process; nothing can be left in the cgroups now.
