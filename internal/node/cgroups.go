@@ -248,28 +248,45 @@ func sweepKilled(logf func(string, ...any)) error {
 		return fmt.Errorf("cgroups: %w", err)
 	}
 	for _, e := range entries {
-		name := e.Name()
-		if !e.IsDir() || !strings.HasPrefix(name, "netfleet-node-") {
+		if !e.IsDir() || !strings.HasPrefix(e.Name(), "netfleet-node-") {
 			continue
 		}
-		info, err := e.Info()
-		if err != nil || time.Since(info.ModTime()) < staleAge {
-			continue
-		}
-		if held, err := hasHolder(name); err != nil || held {
-			continue
-		}
-		if logf != nil {
-			logf("removing the remains of a node that was killed: cgroup %s", name)
-		}
-		if err := killCgroups(name, killTimeout); err != nil {
+		swept, err := sweepIfKilled(e.Name(), staleAge)
+		if err != nil {
 			return err
 		}
-		if err := removeCgroups(name, killTimeout); err != nil {
-			return err
+		if swept && logf != nil {
+			logf("removed the remains of a node that was killed: cgroup %s", e.Name())
 		}
 	}
 	return nil
+}
+
+// sweepIfKilled kills and removes the node cgroup name if it is at least minAge old and has no
+// holder; it reports whether it did.
+func sweepIfKilled(name string, minAge time.Duration) (bool, error) {
+	info, err := os.Stat(filepath.Join(cgroupRoot, "freezer", name))
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if time.Since(info.ModTime()) < minAge {
+		return false, nil
+	}
+	held, err := hasHolder(name)
+	if errors.Is(err, fs.ErrNotExist) {
+		// A node cgroup without its node part was not made by a node start that got far.
+		return false, nil
+	}
+	if err != nil || held {
+		return false, err
+	}
+	if err := killCgroups(name, killTimeout); err != nil {
+		return false, err
+	}
+	return true, removeCgroups(name, killTimeout)
 }
 
 // hasHolder reports whether the node of cgroup name has its namespace holder, a pause process in
@@ -305,17 +322,17 @@ func adoptChildren(name string, comms ...string) error {
 			continue
 		}
 		// pid (comm) state ppid ...
-		open, close := strings.IndexByte(string(stat), '('), strings.LastIndexByte(string(stat), ')')
-		if open < 0 || close < open {
+		lp, rp := strings.IndexByte(string(stat), '('), strings.LastIndexByte(string(stat), ')')
+		if lp < 0 || rp < lp {
 			continue
 		}
-		fields := strings.Fields(string(stat[close+1:]))
-		if len(fields) < 2 || fields[1] != self || !slices.Contains(comms, string(stat[open+1:close])) {
+		fields := strings.Fields(string(stat[rp+1:]))
+		if len(fields) < 2 || fields[1] != self || !slices.Contains(comms, string(stat[lp+1:rp])) {
 			continue
 		}
 		for _, h := range hs {
 			if err := os.WriteFile(filepath.Join(h, name, "node", "cgroup.procs"), []byte(p.Name()), 0o644); err != nil {
-				return fmt.Errorf("move %s (pid %s) into cgroup %s: %w", stat[open+1:close], p.Name(), h, err)
+				return fmt.Errorf("move %s (pid %s) into cgroup %s: %w", stat[lp+1:rp], p.Name(), h, err)
 			}
 		}
 	}

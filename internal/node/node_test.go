@@ -2,11 +2,14 @@ package node
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"sigs.k8s.io/yaml"
 )
@@ -181,5 +184,79 @@ func TestJoinCgroupScript(t *testing.T) {
 	}
 	if !strings.HasSuffix(s, `exec "$@"`) {
 		t.Errorf("the script does not exec its command: %s", s)
+	}
+}
+
+// TestSweepIfKilled: the cgroups of a node without its holder are emptied and removed, those of a
+// node whose holder runs are left alone.
+func TestSweepIfKilled(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("cgroups need root")
+	}
+	if err := checkCgroups(); err != nil {
+		t.Skip(err)
+	}
+	dir := t.TempDir()
+	pause := filepath.Join(dir, "pause") // a holder is a process named pause
+	sleep, err := exec.LookPath("sleep")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(sleep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(pause, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	start := func(name, bin string) *exec.Cmd {
+		t.Helper()
+		if err := createCgroups(name); err != nil {
+			t.Fatal(err)
+		}
+		join, err := joinCgroupScript(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command("/bin/sh", "-c", join, "sh", bin, "60")
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			_ = removeCgroups(name, killTimeout)
+		})
+		// Its process is in the cgroup once the prelude has run.
+		for range 100 {
+			if pids, _ := cgroupPids(name); len(pids) > 0 {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		return cmd
+	}
+	killed := fmt.Sprintf("netfleet-node-test-killed-%d", os.Getpid())
+	held := fmt.Sprintf("netfleet-node-test-held-%d", os.Getpid())
+	orphan := start(killed, sleep)
+	holder := start(held, pause)
+
+	if swept, err := sweepIfKilled(killed, time.Hour); err != nil || swept {
+		t.Errorf("a node younger than the age given was swept (%v, %v)", swept, err)
+	}
+	if swept, err := sweepIfKilled(held, 0); err != nil || swept {
+		t.Errorf("a node with its holder was swept (%v, %v)", swept, err)
+	}
+	if swept, err := sweepIfKilled(killed, 0); err != nil || !swept {
+		t.Fatalf("a node without its holder was not swept (%v, %v)", swept, err)
+	}
+	if err := orphan.Wait(); err == nil {
+		t.Error("the killed node's process exited by itself instead of being killed")
+	}
+	if _, err := os.Stat(filepath.Join(cgroupRoot, "freezer", killed)); !os.IsNotExist(err) {
+		t.Errorf("the killed node's cgroup is still there: %v", err)
+	}
+	if pids, _ := cgroupPids(held); len(pids) != 1 || pids[0] != holder.Process.Pid {
+		t.Errorf("the held node's cgroup holds %v, want its holder %d", pids, holder.Process.Pid)
 	}
 }
