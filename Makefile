@@ -39,8 +39,10 @@ tools: ## Install the pinned Go tools into bin/.
 test-assets: ## Build kube-apiserver, etcd and kubectl into bin/k8s/<version> (skipped when present).
 	hack/install-test-assets.sh
 
+# After the control plane: the kubelet and its peers share most of kube-apiserver's packages, which
+# then compile once.
 .PHONY: node-assets
-node-assets: ## Install runc and iptables; build kubelet, kube-proxy, the scheduler, the controller manager, containerd, the CNI plugins and pause into bin/node/ (skipped when present).
+node-assets: test-assets ## Install runc and iptables; build kubelet, kube-proxy, the scheduler, the controller manager, containerd, the CNI plugins and pause into bin/node/ (skipped when present).
 	hack/install-node.sh
 
 # The tools, the control plane and the node parts build two at a time: each go build leaves a core
