@@ -39,11 +39,17 @@ tools: ## Install the pinned Go tools into bin/.
 test-assets: ## Build kube-apiserver, etcd and kubectl into bin/k8s/<version> (skipped when present).
 	hack/install-test-assets.sh
 
-# The tools and the control plane build side by side: each go build leaves a core idle while it
-# downloads modules and links, which the other fills.
+# After the control plane: the kubelet and its peers share most of kube-apiserver's packages, which
+# then compile once.
+.PHONY: node-assets
+node-assets: test-assets ## Install runc and iptables; build kubelet, kube-proxy, the scheduler, the controller manager, containerd, the CNI plugins and pause into bin/node/ (skipped when present).
+	hack/install-node.sh
+
+# The tools, the control plane and the node parts build two at a time: each go build leaves a core
+# idle while it downloads modules and links, which the other fills.
 .PHONY: setup
-setup: deps ## deps, then tools and test-assets side by side.
-	$(MAKE) --no-print-directory -j2 tools test-assets
+setup: deps ## deps, then tools, test-assets and node-assets two at a time.
+	$(MAKE) --no-print-directory -j2 tools test-assets node-assets
 
 ##@ Code generation
 
@@ -72,6 +78,10 @@ verify: generate manifests ## Regenerate and fail on any diff; gofmt, go vet, go
 build: ## Build every command into bin/ (the operator with CGO_ENABLED=0).
 	hack/build.sh
 
+.PHONY: images
+images: build ## Build the operator and game-server images from bin/ as OCI archives in _out/images/ (no Docker engine needed).
+	go run ./hack/images -bin $(BIN) -out $(ROOT)/_out/images
+
 ##@ Run
 
 .PHONY: demo
@@ -83,6 +93,12 @@ dev: setup ## Run the local control plane until Ctrl-C, for kubectl (KUBECONFIG=
 	hack/dev.sh
 
 ##@ Test
+
+.PHONY: dev-node
+dev-node: setup images ## The local control plane with a real node (containerd, kubelet) and the images loaded, until Ctrl-C (KUBECONFIG=_out/dev-node/kubeconfig); needs root.
+	mkdir -p $(ROOT)/_out/dev-node
+	$(BIN)/netfleet-dev --node --load $(ROOT)/_out/images/operator.tar --load $(ROOT)/_out/images/gameserver.tar \
+		--kubeconfig-out $(ROOT)/_out/dev-node/kubeconfig --ready-file $(ROOT)/_out/dev-node/ready
 
 .PHONY: test
 test: setup verify ## Install what is needed, verify, and run every test.

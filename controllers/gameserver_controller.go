@@ -292,9 +292,12 @@ func (r *GameServerReconciler) reconcileAddress(ctx context.Context, gs *v1alpha
 	return nil
 }
 
-// nodeAddress is the node's InternalIP, else its ExternalIP, else the host IP the kubelet reports.
+// nodeAddress is where players reach a host port of the node: its ExternalIP, else its
+// InternalIP, else the host IP the kubelet reports. Players connect from outside the cluster, and
+// where a node has both (a cloud's VM), only the ExternalIP reaches it from there; a node with
+// only an InternalIP (bare metal, a LAN, the local node) is reached there. Agones chooses the same.
 func nodeAddress(node *corev1.Node, pod *corev1.Pod) string {
-	for _, want := range []corev1.NodeAddressType{corev1.NodeInternalIP, corev1.NodeExternalIP} {
+	for _, want := range []corev1.NodeAddressType{corev1.NodeExternalIP, corev1.NodeInternalIP} {
 		for _, a := range node.Status.Addresses {
 			if a.Type == want && a.Address != "" {
 				return a.Address

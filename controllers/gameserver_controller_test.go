@@ -87,8 +87,9 @@ func TestGameServerLifecycle(t *testing.T) {
 	if hostPort < testPortRange.Min || hostPort > testPortRange.Max {
 		t.Errorf("dynamic host port %d outside %s", hostPort, testPortRange)
 	}
-	if got.Status.Address != testNodeIP || got.Status.Port != hostPort || got.Status.NodeName != testNode {
-		t.Errorf("address %s:%d on %q, want %s:%d on %s", got.Status.Address, got.Status.Port, got.Status.NodeName, testNodeIP, hostPort, testNode)
+	// The node has both an InternalIP and an ExternalIP: players are given the ExternalIP.
+	if got.Status.Address != testNodeExternalIP || got.Status.Port != hostPort || got.Status.NodeName != testNode {
+		t.Errorf("address %s:%d on %q, want %s:%d on %s", got.Status.Address, got.Status.Port, got.Status.NodeName, testNodeExternalIP, hostPort, testNode)
 	}
 
 	// The Secret: one random 32-byte token.
@@ -201,7 +202,7 @@ func TestProcessRestartRepushes(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := waitApplied(t, gs, v1alpha1.GameServerStateReady)
-	if got.Status.Address != testNodeIP || got.Status.Port != 7801 {
+	if got.Status.Address != testNodeExternalIP || got.Status.Port != 7801 {
 		t.Errorf("static port: address %s:%d", got.Status.Address, got.Status.Port)
 	}
 	oldID := got.Status.Netcode.InstanceID

@@ -271,3 +271,33 @@ func TestPusherClassifies(t *testing.T) {
 		})
 	}
 }
+
+// TestNodeAddressPrefersExternalIP: players are given the node's ExternalIP when it has one, its
+// InternalIP when it has only that, and the Pod's host IP when the Node has neither.
+func TestNodeAddressPrefersExternalIP(t *testing.T) {
+	pod := &corev1.Pod{Status: corev1.PodStatus{HostIP: "192.0.2.9"}}
+	for _, c := range []struct {
+		name  string
+		addrs []corev1.NodeAddress
+		want  string
+	}{
+		{"both, internal first", []corev1.NodeAddress{
+			{Type: corev1.NodeInternalIP, Address: "10.0.0.4"}, {Type: corev1.NodeExternalIP, Address: "203.0.113.4"},
+		}, "203.0.113.4"},
+		{"both, external first", []corev1.NodeAddress{
+			{Type: corev1.NodeExternalIP, Address: "203.0.113.4"}, {Type: corev1.NodeInternalIP, Address: "10.0.0.4"},
+		}, "203.0.113.4"},
+		{"internal only", []corev1.NodeAddress{
+			{Type: corev1.NodeHostName, Address: "node-a"}, {Type: corev1.NodeInternalIP, Address: "10.0.0.4"},
+		}, "10.0.0.4"},
+		{"empty external", []corev1.NodeAddress{
+			{Type: corev1.NodeExternalIP}, {Type: corev1.NodeInternalIP, Address: "10.0.0.4"},
+		}, "10.0.0.4"},
+		{"hostname only", []corev1.NodeAddress{{Type: corev1.NodeHostName, Address: "node-a"}}, "192.0.2.9"},
+	} {
+		node := &corev1.Node{Status: corev1.NodeStatus{Addresses: c.addrs}}
+		if got := nodeAddress(node, pod); got != c.want {
+			t.Errorf("%s: %q, want %q", c.name, got, c.want)
+		}
+	}
+}

@@ -45,8 +45,10 @@ var (
 
 const (
 	testNode = "node-a"
-	// testNodeIP is the node's InternalIP, the address of servers with a host port.
+	// testNodeIP is the node's InternalIP.
 	testNodeIP = "10.20.30.40"
+	// testNodeExternalIP is the test node's ExternalIP, which players are given.
+	testNodeExternalIP = "203.0.113.7"
 	// testAdminPort is the admin port of every test server, each on its own loopback address.
 	testAdminPort = 39517
 	// testVerifyInterval is the operator's check interval in the tests (the default).
@@ -183,7 +185,7 @@ func createNode(ctx context.Context) error {
 	}
 	node.Status.Addresses = []corev1.NodeAddress{
 		{Type: corev1.NodeHostName, Address: testNode},
-		{Type: corev1.NodeExternalIP, Address: "203.0.113.7"},
+		{Type: corev1.NodeExternalIP, Address: testNodeExternalIP},
 		{Type: corev1.NodeInternalIP, Address: testNodeIP},
 	}
 	if err := k8s.Status().Update(ctx, node); err != nil {

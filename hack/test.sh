@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Runs every test, then every fuzz target briefly. Needs `make deps tools test-assets` first
-# (`make test` does all of it).
+# Runs every test, then every fuzz target briefly. Needs `make deps tools test-assets node-assets`
+# first (`make test` does all of it).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 log() { printf '[test] %s\n' "$*"; }
@@ -12,10 +12,11 @@ mkdir -p _out
 # tick loop (it skips the seconds in which the server did not keep time, and a run starved
 # throughout would say nothing).
 timed=github.com/netfleet/netfleet/internal/congestionlab
-# The end-to-end package goes first: most of its time is spent waiting on the scenarios it runs,
-# which the other packages' tests then fill.
+# The end-to-end packages go first: most of their time is spent waiting on the scenarios they
+# run (the real-node tier on its node, `make node-assets`), which the other packages' tests fill.
 e2e=github.com/netfleet/netfleet/test/e2e
-mapfile -t pkgs < <(echo "$e2e"; go list ./... | grep -vx -e "$timed" -e "$e2e")
+nodetier=github.com/netfleet/netfleet/test/node
+mapfile -t pkgs < <(echo "$nodetier"; echo "$e2e"; go list ./... | grep -vx -e "$timed" -e "$e2e" -e "$nodetier")
 
 # Three packages at a time on two cores: many tests spend much of their time waiting on
 # processes, control planes and real-time tick loops, so one package per core leaves a core idle

@@ -200,7 +200,7 @@ type GameServerStatus struct {
 	// +optional
 	State GameServerState `json:"state,omitempty"`
 
-	// Address is where players connect: the node's address (InternalIP, else ExternalIP) when the
+	// Address is where players connect: the node's address (ExternalIP, else InternalIP) when the
 	// game port has a host port, else the Pod IP.
 	// +optional
 	// +kubebuilder:validation:MaxLength=253

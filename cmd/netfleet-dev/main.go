@@ -11,6 +11,14 @@
 // SIGTERM stops the operator, then the Pods (gracefully), then the API server and etcd, and
 // removes the temporary state; a second signal exits at once. The operator and the Pods' processes
 // die with netfleet-dev even if it is killed; etcd and kube-apiserver (started by envtest) do not.
+//
+// With --node it runs a real node instead of the pod runner and the operator process
+// (internal/node): kube-controller-manager, kube-scheduler, and containerd with runc, the kubelet
+// and kube-proxy in the node's own namespaces, with the image archives given by --load in
+// containerd; the operator then runs as a Pod from its image (helm install the chart). A signal
+// stops the node's Pods gracefully and then the node, and netfleet-dev fails if anything of the
+// node is left on the machine. Killed with SIGKILL, it leaves the containers, their shims, etcd and
+// kube-apiserver running, and the node's cgroups in place.
 package main
 
 import (
@@ -63,6 +71,23 @@ type config struct {
 	keep                                               bool
 	images                                             imageFlag
 	firstAddress                                       string
+	// node runs a real node (internal/node) instead of the pod runner; archives are the image
+	// archives it loads into containerd.
+	node     bool
+	archives archiveFlag
+}
+
+// archiveFlag collects --load paths.
+type archiveFlag []string
+
+func (f *archiveFlag) String() string { return strings.Join(*f, ",") }
+
+func (f *archiveFlag) Set(v string) error {
+	if v == "" {
+		return errors.New("empty image archive path")
+	}
+	*f = append(*f, v)
+	return nil
 }
 
 // imageFlag collects --image name=path; the first use replaces the default map.
@@ -126,11 +151,26 @@ func parseFlags(args []string, out io.Writer) (*config, error) {
 	fs.Var(&c.images, "image", "image=binary: run Pods of image (any tag) with binary; repeatable, replaces the default")
 	fs.StringVar(&c.crdDir, "crds", inRepo("config/crd/bases"), "directory of CRDs to install, if it exists")
 	fs.StringVar(&c.firstAddress, "first-address", podrunner.DefaultFirstAddress.String(), "first loopback address given to a Pod")
+	fs.BoolVar(&c.node, "node", false, "run a real node (containerd, runc, the kubelet, kube-proxy, CNI) instead of the pod runner; the operator then runs as a Pod (helm install the chart); needs root and `make node-assets`")
+	fs.Var(&c.archives, "load", "with --node: an OCI image archive (`make images`) to load into containerd; repeatable")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if c.node {
+		for _, podRunnerOnly := range []string{"operator-cmd", "image", "first-address"} {
+			if set[podRunnerOnly] {
+				return nil, fmt.Errorf("--%s is for the pod runner; with --node the operator and the game servers run from their images (helm install the chart, --load the images)", podRunnerOnly)
+			}
+		}
+		return c, nil
+	}
+	if len(c.archives) > 0 {
+		return nil, errors.New("--load needs --node: the pod runner runs binaries, not images")
 	}
 	if strings.TrimSpace(c.operatorCmd) == "" {
 		return nil, fmt.Errorf("no --operator-cmd, and no default: %w", rootErr)
@@ -151,6 +191,9 @@ func run(ctx context.Context, args []string, out io.Writer) (err error) {
 	say := func(format string, a ...any) { _, _ = fmt.Fprintf(out, "netfleet-dev: "+format+"\n", a...) }
 	logger := funcr.New(func(prefix, args string) { _, _ = fmt.Fprintln(out, prefix, args) }, funcr.Options{})
 	ctrllog.SetLogger(logger)
+	if c.node {
+		return runNode(ctx, c, say)
+	}
 
 	operatorArgs := strings.Fields(c.operatorCmd)
 	operatorBin, lookErr := exec.LookPath(operatorArgs[0])

@@ -242,6 +242,10 @@ func TestRefusesBadInvocations(t *testing.T) {
 		{"missing image binary", []string{"--operator-cmd", sleep, "--image", "x=" + missing}, "image x: binary"},
 		{"bad address", []string{"--operator-cmd", sleep, "--first-address", "localhost"}, "--first-address"},
 		{"stray argument", []string{"up"}, "unexpected arguments"},
+		{"load without node", []string{"--load", "operator.tar"}, "--load needs --node"},
+		{"node with operator command", []string{"--node", "--operator-cmd", sleep}, "--operator-cmd is for the pod runner"},
+		{"node with image binary", []string{"--node", "--image", "x=" + sleep}, "--image is for the pod runner"},
+		{"node with missing archive", []string{"--node", "--dir", t.TempDir(), "--load", missing + ".tar"}, "make images"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out := &syncBuffer{}

@@ -133,6 +133,12 @@ func TestChartRender(t *testing.T) {
 		if nonRoot := field(t, deploy.Object, "spec", "template", "spec", "securityContext", "runAsNonRoot"); nonRoot != true {
 			t.Errorf("runAsNonRoot %v", nonRoot)
 		}
+		// The image's user, set for the Pod: the kubelet then writes the ServiceAccount token 0600.
+		for _, k := range []string{"runAsUser", "runAsGroup"} {
+			if id := field(t, deploy.Object, "spec", "template", "spec", "securityContext", k); id != int64(65532) && id != float64(65532) {
+				t.Errorf("%s %v (%T), want 65532", k, id, id)
+			}
+		}
 	})
 
 	t.Run("Services select the operator", func(t *testing.T) {
