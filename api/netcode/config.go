@@ -38,6 +38,7 @@ const (
 	DefaultMemoryMaxInboundMessageBytes       = 1024
 	DefaultMemoryMaxPendingBytesPerConnection = 16384
 	DefaultMemoryMaxParkedBytesPerConnection  = 262144
+	DefaultConnectTokensTTLSeconds            = 30
 
 	// MinSnapshotBytesPerTick is the smallest non-zero snapshot budget: one packet header and one
 	// entity record. A smaller budget could never carry anything.
@@ -97,6 +98,50 @@ type NetcodeConfig struct {
 	// Observability controls what the server exports.
 	// +optional
 	Observability ObservabilityConfig `json:"observability,omitzero"`
+
+	// ConnectTokens controls whether a client must present a connect token, issued at allocation,
+	// to join (docs/connect-tokens.md).
+	// +optional
+	ConnectTokens ConnectTokensConfig `json:"connectTokens,omitzero"`
+}
+
+// ConnectTokenMode is whether a server checks connect tokens.
+// +kubebuilder:validation:Enum=Disabled;Optional;Required
+type ConnectTokenMode string
+
+const (
+	// ConnectTokensDisabled: tokens are not checked; anyone who reaches the port may join.
+	ConnectTokensDisabled ConnectTokenMode = "Disabled"
+	// ConnectTokensOptional: a client may join without a token; one that presents a token must
+	// present a valid one, and its player id is handed to the game.
+	ConnectTokensOptional ConnectTokenMode = "Optional"
+	// ConnectTokensRequired: only a client with a valid token joins.
+	ConnectTokensRequired ConnectTokenMode = "Required"
+)
+
+// ConnectTokensConfig configures connect tokens: short-lived tokens, signed by the operator at
+// allocation, that bind a player id to one server and one allocation.
+type ConnectTokensConfig struct {
+	// Mode is Disabled, Optional or Required. Default Disabled. A server runs a mode other than
+	// Disabled only once it holds its fleet's signing keys, which the operator delivers first.
+	// +optional
+	Mode ConnectTokenMode `json:"mode,omitempty"`
+
+	// TTLSeconds is how long a token is valid to connect with, in seconds from its issue at
+	// allocation; a session that joined in time lasts as long as it stays connected.
+	// Default 30, range [5, 3600].
+	// +optional
+	// +kubebuilder:validation:Minimum=5
+	// +kubebuilder:validation:Maximum=3600
+	TTLSeconds int32 `json:"ttlSeconds,omitempty"`
+}
+
+// ModeOrDefault is the mode, Disabled when unset.
+func (c ConnectTokensConfig) ModeOrDefault() ConnectTokenMode {
+	if c.Mode == "" {
+		return ConnectTokensDisabled
+	}
+	return c.Mode
 }
 
 // CongestionConfig configures the per-peer AIMD controller: one throttle in [floor, 1] per peer,

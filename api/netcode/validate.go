@@ -78,6 +78,10 @@ func (c NetcodeConfig) Default() NetcodeConfig {
 	def32(&m.MaxParkedBytesPerConnection, DefaultMemoryMaxParkedBytesPerConnection)
 
 	defBool(&d.Observability.PerPeerMetrics, true)
+
+	ct := &d.ConnectTokens
+	ct.Mode = ct.ModeOrDefault()
+	def32(&ct.TTLSeconds, DefaultConnectTokensTTLSeconds)
 	return *d
 }
 
@@ -154,6 +158,13 @@ func (c NetcodeConfig) Validate() error {
 	rule(int64(m.MaxParkedBytesPerConnection) >= 2*int64(m.MaxInboundMessageBytes), "memory.maxParkedBytesPerConnection",
 		"memory.maxParkedBytesPerConnection must hold two messages of memory.maxInboundMessageBytes")
 
+	switch d.ConnectTokens.Mode {
+	case ConnectTokensDisabled, ConnectTokensOptional, ConnectTokensRequired:
+	default:
+		errs = append(errs, FieldError{"connectTokens.mode",
+			fmt.Sprintf("must be Disabled, Optional or Required, got %q", d.ConnectTokens.Mode)})
+	}
+
 	if len(errs) > 0 {
 		return &ValidationError{Fields: errs}
 	}
@@ -175,7 +186,7 @@ func FirstField(err error) string {
 func (c NetcodeConfig) Hash() string {
 	raw, err := json.Marshal(c.Default())
 	if err != nil {
-		// A struct of integers and booleans always marshals.
+		// A struct of integers, booleans and strings always marshals.
 		panic(fmt.Sprintf("netcode: marshal config: %v", err))
 	}
 	sum := sha256.Sum256(raw)

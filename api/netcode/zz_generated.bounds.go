@@ -38,4 +38,5 @@ var fieldBounds = [...]fieldBound{
 	{"memory.maxInboundMessageBytes", 64, 65536, func(d *NetcodeConfig) int64 { return int64(d.Memory.MaxInboundMessageBytes) }},
 	{"memory.maxPendingBytesPerConnection", 64, 16777216, func(d *NetcodeConfig) int64 { return int64(d.Memory.MaxPendingBytesPerConnection) }},
 	{"memory.maxParkedBytesPerConnection", 128, 67108864, func(d *NetcodeConfig) int64 { return int64(d.Memory.MaxParkedBytesPerConnection) }},
+	{"connectTokens.ttlSeconds", 5, 3600, func(d *NetcodeConfig) int64 { return int64(d.ConnectTokens.TTLSeconds) }},
 }

@@ -42,6 +42,7 @@ FLAG_INPUT_ACK = 4
 
 ACK_FLAG_RESYNC = 1
 MAX_NEED_FULL = 32
+MAX_TOKEN_BYTES = 255                           # the longest connect token a HELLO carries
 HISTORY = 16
 MAX_BASELINE_AGE = 1024
 
@@ -620,6 +621,7 @@ class Close:
 @dataclass(frozen=True)
 class Hello:
     schema_hash: int
+    token: bytes = b""                          # the connect token, if any (1 to 255 bytes)
     type = T_HELLO
 
 
@@ -689,7 +691,14 @@ def decode_message(data: bytes, schema: Optional[Schema] = None) -> Message:
             raise Malformed("reason is not UTF-8") from None
         m = Close(code, reason)
     elif t == T_HELLO:
-        m = Hello(r.read(64))
+        h = r.read(64)
+        token = b""
+        if r.remaining > 0:
+            n = r.read(8)
+            if n == 0:
+                raise Malformed("HELLO token of 0 bytes")
+            token = bytes(r.read(8) for _ in range(n))
+        m = Hello(h, token)
     elif t == T_ACK:
         latest = r.read(16)
         received = r.read(64)
@@ -822,8 +831,13 @@ def _type_byte(t: int) -> int:
     return (VERSION << 4) | t
 
 
-def encode_hello(schema_hash: int) -> bytes:
-    return struct.pack("<BQ", _type_byte(T_HELLO), schema_hash & M64)
+def encode_hello(schema_hash: int, token: bytes = b"") -> bytes:
+    if len(token) > MAX_TOKEN_BYTES:
+        raise ValueError("connect token over 255 bytes")
+    out = struct.pack("<BQ", _type_byte(T_HELLO), schema_hash & M64)
+    if token:
+        out += bytes([len(token)]) + bytes(token)
+    return out
 
 
 def encode_ack(latest: int, received: int, last_applied_tick: int, resync: bool = False,
@@ -859,7 +873,7 @@ def encode_close(code: int, reason: str) -> bytes:
 
 def encode_message(m: Message, schema: Optional[Schema] = None) -> bytes:
     if isinstance(m, Hello):
-        return encode_hello(m.schema_hash)
+        return encode_hello(m.schema_hash, m.token)
     if isinstance(m, Ack):
         return encode_ack(m.latest, m.received, m.last_applied_tick, m.resync, m.need_full)
     if isinstance(m, Ping):
@@ -1090,8 +1104,9 @@ class Client:
 
     # ---- outgoing
 
-    def hello(self) -> bytes:
-        return encode_hello(self.schema.hash)
+    def hello(self, token: bytes = b"") -> bytes:
+        """The HELLO, carrying the connect token the matchmaker handed the player, if any."""
+        return encode_hello(self.schema.hash, token)
 
     def ack(self) -> bytes:
         self.ack_due = False

@@ -95,10 +95,12 @@ class TestGoldenVectors(unittest.TestCase):
                 m = self.decode(vec)
                 self.assertIsInstance(m, nf.Hello)
                 h = int(vec["hello"]["schemaHash"], 16)
+                token = bytes.fromhex(vec["hello"].get("token", ""))
                 self.assertEqual(m.schema_hash, h)
+                self.assertEqual(m.token, token)
                 self.assertEqual(h, FILE_SCHEMA.hash)
-                self.assertEqual(nf.encode_hello(h).hex(), vec["hex"])
-                self.assertEqual(nf.Client(FILE_SCHEMA).hello().hex(), vec["hex"])
+                self.assertEqual(nf.encode_hello(h, token).hex(), vec["hex"])
+                self.assertEqual(nf.Client(FILE_SCHEMA).hello(token).hex(), vec["hex"])
 
     def test_close(self):
         for vec in vectors_of("close"):

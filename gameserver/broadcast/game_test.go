@@ -376,10 +376,17 @@ func TestHandshake(t *testing.T) {
 		}
 	}
 	schema := g.st.Layout().Hash()
+	hello := func(hash uint64) []byte {
+		b, err := protocol.AppendHello(nil, &protocol.Hello{SchemaHash: hash})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
 	send(good, protocol.AppendPing(nil, &protocol.Ping{}))
-	send(good, protocol.AppendHello(nil, &protocol.Hello{SchemaHash: schema}))
-	send(wrong, protocol.AppendHello(nil, &protocol.Hello{SchemaHash: schema ^ 1}))
-	send(garbled, append(protocol.AppendHello(nil, &protocol.Hello{SchemaHash: schema}), 0))
+	send(good, hello(schema))
+	send(wrong, hello(schema^1))
+	send(garbled, append(hello(schema), 0))
 	serviceAll("refusals", func() bool { return wrong.code != 0 && garbled.code != 0 && good.got > 0 })
 	if wrong.code != protocol.CloseSchema || wrong.closed.Code != protocol.CloseSchema ||
 		!strings.Contains(wrong.closed.Reason, "schema mismatch") || wrong.got != 0 {

@@ -203,6 +203,7 @@ type Client struct {
 	scratch []uint32 // a delta's fields as they are applied
 
 	closed   protocol.Close // the server's CLOSE, if it sent one
+	token    []byte         // the connect token the HELLO carries
 	inputSeq uint16         // the newest input acknowledgement, and the tick of its packet
 	inputAt  uint32
 	hasInput bool
@@ -526,11 +527,23 @@ func (c *Client) AppendAck(dst []byte) ([]byte, bool) {
 	return protocol.AppendAck(dst, &a), true
 }
 
+// SetToken sets the connect token the client's HELLO carries (the one the matchmaker handed the
+// player for this server); nil sends none. It refuses a token over protocol.MaxTokenBytes.
+func (c *Client) SetToken(token []byte) error {
+	if len(token) > protocol.MaxTokenBytes {
+		return protocol.ErrTokenLimit
+	}
+	c.token = append(c.token[:0], token...)
+	return nil
+}
+
 // AppendHello appends the client's HELLO to dst: the first message a client sends, reliably,
-// once its ENet connection is up. It names the client's schema; the server starts the session
-// only if it is the server's.
+// once its ENet connection is up. It names the client's schema, and carries its connect token if
+// it has one (SetToken); the server starts the session only if the schema is the server's and the
+// token is one it accepts.
 func (c *Client) AppendHello(dst []byte) []byte {
-	return protocol.AppendHello(dst, &protocol.Hello{SchemaHash: c.SchemaHash()})
+	out, _ := protocol.AppendHello(dst, &protocol.Hello{SchemaHash: c.SchemaHash(), Token: c.token}) // SetToken bounded it
+	return out
 }
 
 // PingDue reports whether a PING is due at nowUnixMs (every PingIntervalMs).

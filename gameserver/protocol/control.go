@@ -1,6 +1,9 @@
 package protocol
 
-import "slices"
+import (
+	"errors"
+	"slices"
+)
 
 // Reset tells the client to drop its view: every entity whose newest record is older than Tick
 // and every history entry older than Tick. The server then sends full state from Tick on. The
@@ -230,32 +233,66 @@ func endAppend(w *BitWriter, dst []byte, start int) []byte {
 // Hello is a client's first message, sent reliably once the ENet connection is up: the server
 // starts the client's session only once it has checked it. SchemaHash is the hash of the schema
 // the client decodes records with (Schema.Hash); a server of another schema refuses the client
-// with CloseSchema, before it sends any record.
+// with CloseSchema, before it sends any record. Token is the client's connect token, if it has
+// one (a server that requires tokens refuses a HELLO without one): opaque bytes to the protocol,
+// at most MaxTokenBytes.
 type Hello struct {
 	SchemaHash uint64
+	Token      []byte // DecodeHello makes it alias its input
 }
 
-// HelloBytes is the encoded size of a HELLO.
+// HelloBytes is the encoded size of a HELLO without a token; a token adds 1 byte of length and
+// its bytes.
 const HelloBytes = 9
 
-// AppendHello appends the encoded HELLO to dst.
-func AppendHello(dst []byte, h *Hello) []byte {
+// MaxTokenBytes is the longest connect token a HELLO carries.
+const MaxTokenBytes = 255
+
+// ErrTokenLimit is the encoder's refusal of a token over MaxTokenBytes.
+var ErrTokenLimit = errors.New("protocol: connect token over MaxTokenBytes")
+
+// AppendHello appends the encoded HELLO to dst; it refuses a token over MaxTokenBytes.
+func AppendHello(dst []byte, h *Hello) ([]byte, error) {
+	if len(h.Token) > MaxTokenBytes {
+		return dst, ErrTokenLimit
+	}
 	var w BitWriter
 	dst, start := beginAppend(&w, dst, HelloBytes)
 	w.WriteBits(typeByte(MsgHello), 8)
 	w.WriteBits(h.SchemaHash, 64)
-	return endAppend(&w, dst, start)
+	dst = endAppend(&w, dst, start)
+	if len(h.Token) > 0 {
+		dst = append(dst, byte(len(h.Token)))
+		dst = append(dst, h.Token...)
+	}
+	return dst, nil
 }
 
-// DecodeHello decodes a HELLO into h.
+// DecodeHello decodes a HELLO into h: 9 bytes without a token, or 9, a length byte of 1 to
+// MaxTokenBytes and the token.
 func DecodeHello(b []byte, h *Hello) error {
-	var r BitReader
-	if err := beginDecode(&r, b, MsgHello); err != nil {
+	if len(b) <= HelloBytes {
+		var r BitReader
+		if err := beginDecode(&r, b, MsgHello); err != nil {
+			return err
+		}
+		lo := r.ReadBits(32)
+		h.SchemaHash, h.Token = lo|r.ReadBits(32)<<32, nil
+		return endDecode(&r)
+	}
+	if err := DecodeHello(b[:HelloBytes], h); err != nil {
 		return err
 	}
-	lo := r.ReadBits(32)
-	h.SchemaHash = lo | r.ReadBits(32)<<32
-	return endDecode(&r)
+	switch n := int(b[HelloBytes]); {
+	case n == 0:
+		return ErrInvalid
+	case len(b) < HelloBytes+1+n:
+		return ErrTruncated
+	case len(b) > HelloBytes+1+n:
+		return ErrTrailing
+	}
+	h.Token = b[HelloBytes+1:]
+	return nil
 }
 
 // Close tells a client why the server is about to disconnect it: the close code the disconnect

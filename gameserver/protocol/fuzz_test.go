@@ -140,13 +140,16 @@ func checkRanges(t *testing.T, k *KindLayout, words []uint32) {
 }
 
 func FuzzDecodeHello(f *testing.F) {
-	f.Add(AppendHello(nil, &Hello{SchemaHash: 0x1234}))
+	plain, _ := AppendHello(nil, &Hello{SchemaHash: 0x1234})
+	f.Add(plain)
+	withToken, _ := AppendHello(nil, &Hello{SchemaHash: 0x1234, Token: []byte("token")})
+	f.Add(withToken)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var h Hello
 		if DecodeHello(b, &h) != nil {
 			return
 		}
-		if got := AppendHello(nil, &h); !bytes.Equal(got, b) {
+		if got, err := AppendHello(nil, &h); err != nil || !bytes.Equal(got, b) {
 			t.Fatalf("HELLO % x re-encodes as % x", b, got)
 		}
 	})

@@ -146,6 +146,7 @@ type goldenVector struct {
 
 type goldenHello struct {
 	SchemaHash string `json:"schemaHash"`
+	Token      string `json:"token,omitempty"` // hex
 }
 
 type goldenAck struct {
@@ -211,8 +212,12 @@ func goldenCases(l *Layout) []goldenVector {
 		v.Hex = hex.EncodeToString(b)
 		out = append(out, v)
 	}
-	add(goldenVector{Name: "HELLO", Hello: &goldenHello{SchemaHash: fmt.Sprintf("%016x", l.Hash())}},
-		AppendHello(nil, &Hello{SchemaHash: l.Hash()}))
+	hello, _ := AppendHello(nil, &Hello{SchemaHash: l.Hash()})
+	add(goldenVector{Name: "HELLO", Hello: &goldenHello{SchemaHash: fmt.Sprintf("%016x", l.Hash())}}, hello)
+	token := []byte("\x01an opaque connect token\xff")
+	helloToken, _ := AppendHello(nil, &Hello{SchemaHash: l.Hash(), Token: token})
+	add(goldenVector{Name: "HELLO with a connect token", Hello: &goldenHello{SchemaHash: fmt.Sprintf("%016x", l.Hash()),
+		Token: hex.EncodeToString(token)}}, helloToken)
 	cl := Close{Code: CloseSchema, Reason: "schema mismatch"}
 	add(goldenVector{Name: "CLOSE", Close: &goldenClose{Code: cl.Code, Reason: cl.Reason}}, AppendClose(nil, &cl))
 	rs := Reset{Tick: 0x01020304}
@@ -454,8 +459,9 @@ func checkGolden(l *Layout, v *goldenVector, b []byte) error {
 	switch {
 	case v.Hello != nil:
 		var h Hello
-		if err := DecodeHello(b, &h); err != nil || fmt.Sprintf("%016x", h.SchemaHash) != v.Hello.SchemaHash {
-			return fmt.Errorf("HELLO %016x (%w)", h.SchemaHash, err)
+		if err := DecodeHello(b, &h); err != nil || fmt.Sprintf("%016x", h.SchemaHash) != v.Hello.SchemaHash ||
+			hex.EncodeToString(h.Token) != v.Hello.Token {
+			return fmt.Errorf("HELLO %016x token %x (%w)", h.SchemaHash, h.Token, err)
 		}
 	case v.Close != nil:
 		var c Close
