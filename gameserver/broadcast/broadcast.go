@@ -19,6 +19,7 @@ import (
 	"github.com/netfleet/netfleet/gameserver/protocol"
 	"github.com/netfleet/netfleet/gameserver/session"
 	"github.com/netfleet/netfleet/gameserver/snapshot"
+	"github.com/netfleet/netfleet/gameserver/token"
 )
 
 // Transport constants.
@@ -72,6 +73,11 @@ type Options struct {
 	InterestRadius float32
 	// Netcode is the config the server starts with; the zero value is the default config.
 	Netcode netcode.Resolved
+	// ConnectTokens, if set, holds the connect-token keys, the server's published address and
+	// its allocation from the start, for a server run without the operator (which delivers them
+	// with SetConnectKeys and SetAllocation). A Netcode whose connectTokens.mode is not Disabled
+	// needs keys.
+	ConnectTokens *ConnectTokens
 	// Logger receives lifecycle records; per-peer events are logged at debug level. nil
 	// discards them.
 	Logger *slog.Logger
@@ -131,6 +137,10 @@ type Broadcaster struct {
 	closeBuf  []byte
 	handshake uint64 // peers disconnected for a missing or malformed HELLO
 	mismatch  uint64 // peers refused for another schema
+	tokens    *token.Verifier
+	hasKeys   atomic.Bool // the verifier holds keys (they are never removed)
+	tokenOK   uint64      // tokens admitted
+	tokenBad  [token.NumReasons]uint64
 	live      int
 	states    *session.StatePool
 	policy    session.StatePolicy
@@ -244,6 +254,14 @@ func New(opts Options) (*Broadcaster, error) {
 		clock:    time.Now(),
 		created:  limits,
 		obs:      newObserver(opts, opts.MaxPeers),
+		tokens:   token.NewVerifier(0),
+	}
+	if ct := opts.ConnectTokens; ct != nil {
+		if err := b.installTokens(ct); err != nil {
+			b.host.Destroy()
+			return nil, err
+		}
+		b.tokens.SetAllocation(ct.Allocation)
 	}
 	if b.log == nil {
 		b.log = slog.New(slog.DiscardHandler)
@@ -497,8 +515,30 @@ func (b *Broadcaster) greet(p enet.Peer, msg []byte) {
 			"schema mismatch: the server's schema is %016x, the client's %016x; rebuild the client with the game's schema",
 			b.schema, b.hello.SchemaHash))
 	default:
-		b.connect(p, b.connData[slot])
+		player, ok := b.checkToken(p, b.hello.Token)
+		if ok {
+			b.connect(p, b.connData[slot], player)
+		}
 	}
+}
+
+// checkToken applies the connect-token mode to a HELLO's token: it returns the token's player id
+// and true when the peer may join, and refuses the peer (with the reason's close code) when not.
+// Disabled ignores tokens; Optional admits a HELLO without one; Required admits only a valid
+// token. The check runs before the peer costs a session.
+func (b *Broadcaster) checkToken(p enet.Peer, tok []byte) (string, bool) {
+	mode := b.cfg.ConnectTokens.Mode
+	if mode == netcode.ConnectTokensDisabled || (mode == netcode.ConnectTokensOptional && len(tok) == 0) {
+		return "", true
+	}
+	player, why := b.tokens.Verify(tok, p.Address(), time.Now())
+	if why != token.OK {
+		b.tokenBad[why]++
+		b.refuseWith(p, why.CloseCode(), why.Message())
+		return "", false
+	}
+	b.tokenOK++
+	return string(player), true
 }
 
 // unpend forgets that the peer in slot waits for its HELLO.
@@ -526,7 +566,7 @@ func (b *Broadcaster) expireHellos(now time.Time) {
 // is refused with protocol.CloseStalled (1013, try again later); one the game refuses, with the
 // refusal's code (game.CloseCode); one the game answers with an entity that does not exist, with
 // protocol.CloseGameError.
-func (b *Broadcaster) connect(p enet.Peer, data uint32) {
+func (b *Broadcaster) connect(p enet.Peer, data uint32, playerID string) {
 	slot := p.Slot()
 	if b.inboxes+int64(b.cfg.Memory.MaxPendingBytesPerConnection) > b.cfg.Memory.IngressPoolBudgetBytes {
 		b.refuse(p, protocol.CloseStalled, "the ingress pool is exhausted")
@@ -537,7 +577,7 @@ func (b *Broadcaster) connect(p enet.Peer, data uint32) {
 		b.refuse(p, protocol.CloseStalled, "the state pool is exhausted")
 		return
 	}
-	player := game.Player{Slot: slot, Addr: p.Address(), ConnectData: data}
+	player := game.Player{Slot: slot, Addr: p.Address(), ConnectData: data, PlayerID: playerID}
 	focus, err := b.game.Join(player)
 	switch {
 	case err != nil:

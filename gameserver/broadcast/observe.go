@@ -5,6 +5,7 @@ import (
 
 	"github.com/netfleet/netfleet/gameserver/enet"
 	"github.com/netfleet/netfleet/gameserver/session"
+	"github.com/netfleet/netfleet/gameserver/token"
 )
 
 // Second is the server's state as the tick loop publishes it once per second (Options.OnSecond),
@@ -34,6 +35,10 @@ type Second struct {
 	// HandshakeRefusals counts the peers refused for no HELLO in time or a malformed one
 	// (4002), SchemaRefusals those whose HELLO named another schema (4004).
 	HandshakeRefusals, SchemaRefusals uint64
+	// TokensAccepted counts the connect tokens admitted; TokenRefusals the tokens refused, by
+	// reason (token.Reason: index 0, OK, stays 0).
+	TokensAccepted uint64
+	TokenRefusals  [token.NumReasons]uint64
 	// Overloaded reports overload mode; OverloadSpans counts the times it was entered.
 	Overloaded    bool
 	OverloadSpans uint64
@@ -89,6 +94,7 @@ func (b *Broadcaster) publishSecond(now time.Time) {
 	sec.MalformedDatagrams = b.host.MalformedDatagrams()
 	sec.PeersRefused, sec.GameRefused, sec.GameErrors = b.refused, b.gameRefused, b.gameErrors
 	sec.HandshakeRefusals, sec.SchemaRefusals = b.handshake, b.mismatch
+	sec.TokensAccepted, sec.TokenRefusals = b.tokenOK, b.tokenBad
 	sec.Overloaded, sec.OverloadSpans = b.load.on, b.load.spans
 	o.onSecond(*sec)
 }

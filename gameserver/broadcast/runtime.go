@@ -43,6 +43,8 @@ func (b *Broadcaster) Validate(cfg netcode.Resolved) error {
 		"memory.statePoolBudgetBytes must hold one session's replication state (%d bytes with this entity store)", b.states.BaseBytes())
 	rule(d.Memory.IngressPoolBudgetBytes >= int64(d.Memory.MaxPendingBytesPerConnection), "memory.ingressPoolBudgetBytes",
 		"memory.ingressPoolBudgetBytes must hold one session's inbox (memory.maxPendingBytesPerConnection)")
+	rule(d.ConnectTokens.Mode == netcode.ConnectTokensDisabled || b.hasKeys.Load(), "connectTokens.mode",
+		"connectTokens.mode %s needs the fleet's connect-token keys, and the server holds none yet", d.ConnectTokens.Mode)
 	if len(errs) > 0 {
 		return &netcode.ValidationError{Fields: errs}
 	}

@@ -71,6 +71,10 @@ type Player struct {
 	Addr netip.AddrPort
 	// ConnectData is the 32-bit data the client connected with (ENet connect data).
 	ConnectData uint32
+	// PlayerID is the player id of the client's connect token: the id the matchmaker named when
+	// it allocated the match. It is empty when the server does not check tokens, or when tokens
+	// are optional and the client presented none.
+	PlayerID string
 }
 
 // Input is one COMMAND of a player.

@@ -12,6 +12,7 @@ import (
 	"github.com/netfleet/netfleet/gameserver/enet"
 	"github.com/netfleet/netfleet/gameserver/protocol"
 	"github.com/netfleet/netfleet/gameserver/session"
+	"github.com/netfleet/netfleet/gameserver/token"
 )
 
 // Buckets of the histograms.
@@ -114,6 +115,8 @@ type snapshot struct {
 	gameRefused uint64
 	gameErrors  uint64
 	handshake   [2]uint64 // no or malformed HELLO, another schema
+	tokensOK    uint64
+	tokensBad   [token.NumReasons]uint64
 	overloaded  bool
 	spans       uint64
 }
@@ -155,7 +158,7 @@ type Collector struct {
 type descs struct {
 	connected, sessions, skips, closes, disconnects, refused           *prometheus.Desc
 	poolBytes, poolBudget, connRefused, malformed, peerRefused         *prometheus.Desc
-	gameRefused, gameErrors, handshake                                 *prometheus.Desc
+	gameRefused, gameErrors, handshake, tokensOK, tokensBad            *prometheus.Desc
 	txBytes, rxBytes, txPackets, rxPackets, cHeap, overloaded, spans   *prometheus.Desc
 	generation, info                                                   *prometheus.Desc
 	peerRate, peerLoss, peerEnetLoss, peerRTT, peerThrottle, peerBytes *prometheus.Desc
@@ -181,6 +184,8 @@ func newDescs() descs {
 		gameRefused: d("netfleet_gameserver_game_join_refusals_total", "Joins the game refused."),
 		gameErrors:  d("netfleet_gameserver_game_join_errors_total", "Joins the game answered with an entity that does not exist (the player is refused with 1011)."),
 		handshake:   d("netfleet_gameserver_handshake_refusals_total", "Connections refused before their session: handshake (no HELLO in time, or a malformed one: 4002), schema (a HELLO of another schema: 4004).", "reason"),
+		tokensOK:    d("netfleet_gameserver_connect_tokens_accepted_total", "Connect tokens admitted (connectTokens.mode Optional or Required)."),
+		tokensBad:   d("netfleet_gameserver_connect_token_refusals_total", "Connections refused for their connect token, before their session: missing (4005), malformed and forged (4006), expired (4007), wrong_server (4008), wrong_allocation (4009), replayed (4010), full (the replay cache is full: 1013).", "reason"),
 		txBytes:     d("netfleet_gameserver_transport_sent_bytes_total", "Bytes the ENet host sent, ENet headers included."),
 		rxBytes:     d("netfleet_gameserver_transport_received_bytes_total", "Bytes the ENet host received, ENet headers included."),
 		txPackets:   d("netfleet_gameserver_transport_sent_packets_total", "Datagrams the ENet host sent."),
@@ -282,6 +287,7 @@ func (c *Collector) ObserveSecond(sec broadcast.Second) {
 	p.peerRefused = sec.PeersRefused
 	p.gameRefused, p.gameErrors = sec.GameRefused, sec.GameErrors
 	p.handshake = [2]uint64{sec.HandshakeRefusals, sec.SchemaRefusals}
+	p.tokensOK, p.tokensBad = sec.TokensAccepted, sec.TokenRefusals
 	p.overloaded = sec.Overloaded
 	p.spans = sec.OverloadSpans
 }
@@ -374,7 +380,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	d := &c.descs
 	for _, desc := range []*prometheus.Desc{
 		d.connected, d.sessions, d.skips, d.closes, d.disconnects, d.refused, d.poolBytes, d.poolBudget,
-		d.connRefused, d.malformed, d.peerRefused, d.gameRefused, d.gameErrors, d.handshake, d.txBytes, d.rxBytes, d.txPackets, d.rxPackets,
+		d.connRefused, d.malformed, d.peerRefused, d.gameRefused, d.gameErrors, d.handshake, d.tokensOK, d.tokensBad, d.txBytes, d.rxBytes, d.txPackets, d.rxPackets,
 		d.cHeap, d.overloaded, d.spans, d.generation, d.info, d.peerRate, d.peerLoss, d.peerEnetLoss,
 		d.peerRTT, d.peerThrottle, d.peerBytes, d.peerBudget, d.peerCeiling,
 	} {
@@ -438,6 +444,10 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	counter(d.gameErrors, s.gameErrors)
 	counter(d.handshake, s.handshake[0], "handshake")
 	counter(d.handshake, s.handshake[1], "schema")
+	counter(d.tokensOK, s.tokensOK)
+	for r := token.OK + 1; r < token.NumReasons; r++ {
+		counter(d.tokensBad, s.tokensBad[r], r.String())
+	}
 	counter(d.txBytes, s.transport.SentBytes)
 	counter(d.rxBytes, s.transport.ReceivedBytes)
 	counter(d.txPackets, s.transport.SentPackets)

@@ -29,11 +29,12 @@ import (
 const (
 	// serverSeries are the netfleet_ series of a game server whatever its peers: four histograms
 	// (tick 10 buckets, send rate 12, loss 9, RTT 11; each plus +Inf, _sum and _count: 13 + 15 +
-	// 12 + 14 = 54) and 41 single series (connected 1, sessions 3, skips 3, closes 7,
+	// 12 + 14 = 54) and 50 single series (connected 1, sessions 3, skips 3, closes 7,
 	// disconnects 1, inbound refusals 4, pool bytes 3 and budgets 3, connect refusals 1, malformed
 	// datagrams 1, peer refusals 1, game join refusals 1 and errors 1, handshake refusals 2,
-	// transport 4, C heap 1, overloaded 1, overload spans 1, config generation 1 and info 1).
-	serverSeries = 95
+	// connect tokens accepted 1 and refused 8, transport 4, C heap 1, overloaded 1, overload
+	// spans 1, config generation 1 and info 1).
+	serverSeries = 104
 	// perPeerSeries are the series of one connected peer while perPeerMetrics is on.
 	perPeerSeries = 8
 	// scrapePeers is the peer count the series are measured with.

@@ -1,0 +1,77 @@
+package broadcast
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+
+	"github.com/netfleet/netfleet/gameserver/token"
+)
+
+// ConnectTokens is what the server checks connect tokens with: the fleet's keys (the signing key
+// first, and during a rotation the one it replaced), the address and port the server is
+// published at, which a token must name, and the uid of the allocation the server runs ("" for
+// none).
+type ConnectTokens struct {
+	Keys       []token.Key
+	Server     netip.AddrPort
+	Allocation string
+}
+
+// errNoServer refuses connect keys without the server's address.
+var errNoServer = errors.New("broadcast: connect tokens need the server's published address and port")
+
+// installTokens installs ct's keys and address into the verifier; on the tick loop, or before Run.
+func (b *Broadcaster) installTokens(ct *ConnectTokens) error {
+	ks, err := token.NewKeys(ct.Keys)
+	if err != nil {
+		return fmt.Errorf("broadcast: %w", err)
+	}
+	if !ct.Server.IsValid() || ct.Server.Port() == 0 {
+		return errNoServer
+	}
+	b.tokens.SetKeys(ks)
+	b.tokens.SetServer(ct.Server)
+	b.hasKeys.Store(true)
+	return nil
+}
+
+// SetConnectKeys replaces the connect-token keys and the server's published address between two
+// ticks (ct.Allocation is not used: see SetAllocation). Sessions that joined keep running; the
+// tokens admitted so far stay remembered, so a replay is refused across a rotation too. It
+// refuses an empty key set, more than token.MaxKeys keys, duplicate ids and a missing address,
+// and then changes nothing.
+func (b *Broadcaster) SetConnectKeys(ctx context.Context, ct ConnectTokens) error {
+	if _, err := token.NewKeys(ct.Keys); err != nil {
+		return fmt.Errorf("broadcast: %w", err)
+	}
+	if !ct.Server.IsValid() || ct.Server.Port() == 0 {
+		return errNoServer
+	}
+	var ierr error
+	if err := b.call(ctx, func() { ierr = b.installTokens(&ct) }); err != nil {
+		return err
+	}
+	return ierr
+}
+
+// SetAllocation sets, between two ticks, the uid of the allocation the server runs: a token for
+// any other allocation is refused. "" clears it.
+func (b *Broadcaster) SetAllocation(ctx context.Context, uid string) error {
+	return b.call(ctx, func() { b.tokens.SetAllocation(uid) })
+}
+
+// ConnectKeyIDs returns the ids of the connect-token keys the server holds, the signing key's
+// first; nil before any. It is served by the tick loop.
+func (b *Broadcaster) ConnectKeyIDs(ctx context.Context) ([]uint32, netip.AddrPort, error) {
+	var ids []uint32
+	var server netip.AddrPort
+	err := b.call(ctx, func() {
+		if ks := b.tokens.Keys(); ks != nil {
+			ids = ks.IDs()
+		}
+		server = b.tokens.Server()
+	})
+	return ids, server, err
+}
