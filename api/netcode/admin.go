@@ -6,6 +6,8 @@ const (
 	PathNetcode = "/v1/netcode"
 	// PathPeers: GET a PeersResponse.
 	PathPeers = "/v1/peers"
+	// PathConnectKeys: PUT a ConnectKeysPush, GET the ConnectKeysStatus.
+	PathConnectKeys = "/v1/connect-keys"
 	// PathHealthz, PathReadyz and PathMetrics are the liveness, readiness and Prometheus endpoints.
 	PathHealthz = "/healthz"
 	PathReadyz  = "/readyz"
@@ -29,6 +31,33 @@ const (
 	// MaxAdminBodyBytes bounds a request body of the admin API.
 	MaxAdminBodyBytes = 64 << 10
 )
+
+// ConnectKeysPush is the body of PUT /v1/connect-keys: the keys a server checks connect tokens
+// with, and the address tokens must name. The operator keeps a fleet's keys in a Secret and pushes
+// them to each of its servers before it pushes a config whose connectTokens.mode needs them.
+type ConnectKeysPush struct {
+	// Keys are the fleet's keys: the signing key first and, during a rotation, the key it
+	// replaced. 1 or 2 keys, of distinct ids.
+	Keys []ConnectKey `json:"keys"`
+	// Server is the address and port players connect to, "address:port" (the GameServer's
+	// status.address and status.port): the server a token must name.
+	Server string `json:"server"`
+}
+
+// ConnectKey is one connect-token signing key. Its JSON form is also what a fleet's Secret holds.
+type ConnectKey struct {
+	// ID tells the keys of a rotation apart; a token names the id of its key.
+	ID uint32 `json:"id"`
+	// Secret is the 32-byte HMAC-SHA256 key (base64 in JSON).
+	Secret []byte `json:"secret"`
+}
+
+// ConnectKeysStatus is the answer to GET and PUT /v1/connect-keys: the ids of the keys the server
+// holds, the signing key's first, and the address tokens must name. It never holds a secret.
+type ConnectKeysStatus struct {
+	KeyIDs []uint32 `json:"keyIds"`
+	Server string   `json:"server,omitempty"`
+}
 
 // ConfigPush is the body of PUT /v1/netcode.
 type ConfigPush struct {

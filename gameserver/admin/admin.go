@@ -33,6 +33,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -42,6 +43,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/netfleet/netfleet/api/netcode"
+	"github.com/netfleet/netfleet/gameserver/token"
 )
 
 // Runtime is the game server's tick loop as the admin API sees it.
@@ -55,6 +57,16 @@ type Runtime interface {
 	Peers(dst []netcode.PeerInfo) []netcode.PeerInfo
 	// Tick returns the number of ticks run so far.
 	Tick() uint64
+}
+
+// ConnectKeyRuntime is a Runtime that checks connect tokens: the admin API serves
+// netcode.PathConnectKeys only for one.
+type ConnectKeyRuntime interface {
+	// SetConnectKeys installs the keys (the signing key first) and the address tokens must name,
+	// between two ticks; it refuses an invalid set whole.
+	SetConnectKeys(ctx context.Context, keys []token.Key, server netip.AddrPort) error
+	// ConnectKeys returns the ids of the keys installed and the address tokens must name.
+	ConnectKeys(ctx context.Context) ([]uint32, netip.AddrPort, error)
 }
 
 // Options configure a Server.
@@ -151,6 +163,11 @@ func (s *Server) Handler() http.Handler {
 		http.MethodGet: s.getNetcode, http.MethodPut: s.putNetcode,
 	}))
 	mux.HandleFunc(netcode.PathPeers, s.methods(map[string]http.HandlerFunc{http.MethodGet: s.getPeers}))
+	if keys, ok := s.rt.(ConnectKeyRuntime); ok {
+		mux.HandleFunc(netcode.PathConnectKeys, s.methods(map[string]http.HandlerFunc{
+			http.MethodGet: s.getConnectKeys(keys), http.MethodPut: s.putConnectKeys(keys),
+		}))
+	}
 	mux.HandleFunc(netcode.PathHealthz, s.methods(map[string]http.HandlerFunc{http.MethodGet: s.healthz}))
 	mux.HandleFunc(netcode.PathReadyz, s.methods(map[string]http.HandlerFunc{http.MethodGet: s.readyz}))
 	if s.gatherer != nil {
@@ -294,12 +311,22 @@ func (s *Server) install(ctx context.Context, gen int64, cfg netcode.Resolved) (
 // fields only (400).
 func decodePush(w http.ResponseWriter, r *http.Request) (netcode.ConfigPush, int, error) {
 	var push netcode.ConfigPush
+	code, err := decodeBody(w, r, &push)
+	if err != nil {
+		return push, code, fmt.Errorf("malformed config push: %w", err)
+	}
+	return push, code, nil
+}
+
+// decodeBody reads one JSON object into v: at most MaxAdminBodyBytes (413), with known fields
+// only and nothing after it (400).
+func decodeBody(w http.ResponseWriter, r *http.Request, v any) (int, error) {
 	if r.ContentLength > netcode.MaxAdminBodyBytes {
-		return push, http.StatusRequestEntityTooLarge, fmt.Errorf("body of %d bytes exceeds %d", r.ContentLength, netcode.MaxAdminBodyBytes)
+		return http.StatusRequestEntityTooLarge, fmt.Errorf("body of %d bytes exceeds %d", r.ContentLength, netcode.MaxAdminBodyBytes)
 	}
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, netcode.MaxAdminBodyBytes))
 	dec.DisallowUnknownFields()
-	err := dec.Decode(&push)
+	err := dec.Decode(v)
 	if err == nil {
 		// Anything after the object makes the body malformed.
 		if extra := dec.Decode(&struct{}{}); !errors.Is(extra, io.EOF) {
@@ -312,11 +339,11 @@ func decodePush(w http.ResponseWriter, r *http.Request) (netcode.ConfigPush, int
 	var tooBig *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooBig):
-		return push, http.StatusRequestEntityTooLarge, fmt.Errorf("body exceeds %d bytes", netcode.MaxAdminBodyBytes)
+		return http.StatusRequestEntityTooLarge, fmt.Errorf("body exceeds %d bytes", netcode.MaxAdminBodyBytes)
 	case err != nil:
-		return push, http.StatusBadRequest, fmt.Errorf("malformed config push: %w", err)
+		return http.StatusBadRequest, err
 	}
-	return push, http.StatusOK, nil
+	return http.StatusOK, nil
 }
 
 // authorized checks the bearer token in constant time. Both sides are hashed first, so the
@@ -366,4 +393,94 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
 	_, _ = w.Write(append(raw, '\n'))
+}
+
+// getConnectKeys answers the ids of the connect-token keys the server holds and the address
+// tokens must name; never a secret.
+func (s *Server) getConnectKeys(rt ConnectKeyRuntime) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		st, err := connectKeysStatus(r.Context(), rt)
+		if err != nil {
+			writeError(w, http.StatusServiceUnavailable, netcode.ErrorResponse{Error: err.Error()})
+			return
+		}
+		writeJSON(w, http.StatusOK, st)
+	}
+}
+
+// putConnectKeys installs a ConnectKeysPush: 401 without the bearer token, 400 for a malformed
+// body, 422 naming the field for an invalid key set or address (nothing changes), 503 if the
+// tick loop does not take it in time.
+func (s *Server) putConnectKeys(rt ConnectKeyRuntime) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if !s.authorized(r) {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="netfleet-admin"`)
+			writeError(w, http.StatusUnauthorized, netcode.ErrorResponse{Error: "missing or wrong bearer token"})
+			return
+		}
+		var push netcode.ConnectKeysPush
+		if code, err := decodeBody(w, r, &push); err != nil {
+			writeError(w, code, netcode.ErrorResponse{Error: "malformed connect keys push: " + err.Error()})
+			return
+		}
+		keys, server, field, err := parseConnectKeys(&push)
+		if err == nil {
+			if _, err = token.NewKeys(keys); err != nil {
+				field = "keys"
+			}
+		}
+		if err != nil {
+			s.log.Warn("connect keys refused", "field", field, "error", err)
+			writeError(w, http.StatusUnprocessableEntity, netcode.ErrorResponse{Error: err.Error(), Field: field})
+			return
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), s.timeout)
+		defer cancel()
+		if err := rt.SetConnectKeys(ctx, keys, server); err != nil {
+			writeError(w, http.StatusServiceUnavailable, netcode.ErrorResponse{Error: err.Error()})
+			return
+		}
+		st, err := connectKeysStatus(ctx, rt)
+		if err != nil {
+			writeError(w, http.StatusServiceUnavailable, netcode.ErrorResponse{Error: err.Error()})
+			return
+		}
+		s.log.Info("connect keys installed", "keyIds", st.KeyIDs, "server", st.Server)
+		writeJSON(w, http.StatusOK, st)
+	}
+}
+
+// parseConnectKeys checks a push's shape: 1 to token.MaxKeys keys of token.KeyBytes bytes, and
+// an address and a port. It names the refused field.
+func parseConnectKeys(p *netcode.ConnectKeysPush) ([]token.Key, netip.AddrPort, string, error) {
+	if len(p.Keys) == 0 || len(p.Keys) > token.MaxKeys {
+		return nil, netip.AddrPort{}, "keys", fmt.Errorf("%d keys, want 1 to %d", len(p.Keys), token.MaxKeys)
+	}
+	keys := make([]token.Key, len(p.Keys))
+	for i, k := range p.Keys {
+		if len(k.Secret) != token.KeyBytes {
+			return nil, netip.AddrPort{}, fmt.Sprintf("keys[%d].secret", i), fmt.Errorf("key %d is %d bytes, want %d", k.ID, len(k.Secret), token.KeyBytes)
+		}
+		keys[i] = token.Key{ID: k.ID, Secret: [token.KeyBytes]byte(k.Secret)}
+	}
+	server, err := netip.ParseAddrPort(p.Server)
+	if err != nil || server.Port() == 0 {
+		return nil, netip.AddrPort{}, "server", fmt.Errorf("server %q is not an IP address and a port", p.Server)
+	}
+	return keys, server, "", nil
+}
+
+func connectKeysStatus(ctx context.Context, rt ConnectKeyRuntime) (netcode.ConnectKeysStatus, error) {
+	ids, server, err := rt.ConnectKeys(ctx)
+	if err != nil {
+		return netcode.ConnectKeysStatus{}, fmt.Errorf("admin: connect keys: %w", err)
+	}
+	st := netcode.ConnectKeysStatus{KeyIDs: ids}
+	if ids == nil {
+		st.KeyIDs = []uint32{}
+	}
+	if server.IsValid() {
+		st.Server = server.String()
+	}
+	return st, nil
 }

@@ -37,12 +37,13 @@ func (b *Broadcaster) installTokens(ct *ConnectTokens) error {
 	return nil
 }
 
-// SetConnectKeys replaces the connect-token keys and the server's published address between two
-// ticks (ct.Allocation is not used: see SetAllocation). Sessions that joined keep running; the
-// tokens admitted so far stay remembered, so a replay is refused across a rotation too. It
-// refuses an empty key set, more than token.MaxKeys keys, duplicate ids and a missing address,
-// and then changes nothing.
-func (b *Broadcaster) SetConnectKeys(ctx context.Context, ct ConnectTokens) error {
+// SetConnectKeys replaces the connect-token keys (the signing key first, then during a rotation
+// the key it replaced) and the server's published address between two ticks. Sessions that joined
+// keep running; the tokens admitted so far stay remembered, so a replay is refused across a
+// rotation too. It refuses an empty key set, more than token.MaxKeys keys, duplicate ids and a
+// missing address, and then changes nothing. It implements admin.ConnectKeyRuntime.
+func (b *Broadcaster) SetConnectKeys(ctx context.Context, keys []token.Key, server netip.AddrPort) error {
+	ct := ConnectTokens{Keys: keys, Server: server}
 	if _, err := token.NewKeys(ct.Keys); err != nil {
 		return fmt.Errorf("broadcast: %w", err)
 	}
@@ -62,9 +63,10 @@ func (b *Broadcaster) SetAllocation(ctx context.Context, uid string) error {
 	return b.call(ctx, func() { b.tokens.SetAllocation(uid) })
 }
 
-// ConnectKeyIDs returns the ids of the connect-token keys the server holds, the signing key's
-// first; nil before any. It is served by the tick loop.
-func (b *Broadcaster) ConnectKeyIDs(ctx context.Context) ([]uint32, netip.AddrPort, error) {
+// ConnectKeys returns the ids of the connect-token keys the server holds, the signing key's
+// first (nil before any), and the address tokens must name. It is served by the tick loop. It
+// implements admin.ConnectKeyRuntime.
+func (b *Broadcaster) ConnectKeys(ctx context.Context) ([]uint32, netip.AddrPort, error) {
 	var ids []uint32
 	var server netip.AddrPort
 	err := b.call(ctx, func() {

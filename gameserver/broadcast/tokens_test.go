@@ -34,7 +34,7 @@ func startTokenServer(t *testing.T, mode netcode.ConnectTokenMode) (*Broadcaster
 	b, g := startRecorder(t, netcode.NetcodeConfig{})
 	ctx, cancel := context.WithTimeout(context.Background(), testDeadline)
 	defer cancel()
-	if err := b.SetConnectKeys(ctx, ConnectTokens{Keys: []token.Key{testKey}, Server: b.Address()}); err != nil {
+	if err := b.SetConnectKeys(ctx, []token.Key{testKey}, b.Address()); err != nil {
 		t.Fatal(err)
 	}
 	if err := b.SetAllocation(ctx, testAlloc); err != nil {
@@ -195,13 +195,13 @@ func TestConnectTokensModes(t *testing.T) {
 	if netcode.FirstField(errors.Unwrap(err)) != "connectTokens.mode" {
 		t.Errorf("New with Optional and no keys: %v", err)
 	}
-	if err := bare.SetConnectKeys(ctx, ConnectTokens{Keys: []token.Key{testKey}}); err == nil {
+	if err := bare.SetConnectKeys(ctx, []token.Key{testKey}, netip.AddrPort{}); err == nil {
 		t.Error("keys without the server's address were taken")
 	}
-	if err := bare.SetConnectKeys(ctx, ConnectTokens{Keys: []token.Key{testKey, testKey}, Server: bare.Address()}); err == nil {
+	if err := bare.SetConnectKeys(ctx, []token.Key{testKey, testKey}, bare.Address()); err == nil {
 		t.Error("two keys of one id were taken")
 	}
-	if ids, _, _ := bare.ConnectKeyIDs(ctx); ids != nil {
+	if ids, _, _ := bare.ConnectKeys(ctx); ids != nil {
 		t.Errorf("refused keys were installed: %v", ids)
 	}
 }
@@ -215,17 +215,17 @@ func TestConnectTokenRotation(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), testDeadline)
 	defer cancel()
 	oldTok := issueFor(t, &testKey, addr, testAlloc, "old", soon)
-	if err := b.SetConnectKeys(ctx, ConnectTokens{Keys: []token.Key{testNextKey, testKey}, Server: addr}); err != nil {
+	if err := b.SetConnectKeys(ctx, []token.Key{testNextKey, testKey}, addr); err != nil {
 		t.Fatal(err)
 	}
-	if ids, server, _ := b.ConnectKeyIDs(ctx); !slices.Equal(ids, []uint32{8, 7}) || server != addr {
+	if ids, server, _ := b.ConnectKeys(ctx); !slices.Equal(ids, []uint32{8, 7}) || server != addr {
 		t.Fatalf("keys %v at %v", ids, server)
 	}
 	a := tokenBot(t, addr, 1, oldTok)
 	c := tokenBot(t, addr, 2, issueFor(t, &testNextKey, addr, testAlloc, "new", soon))
 	bots := swarm{a, c}
 	bots.until(t, "both keys admit", func() bool { return a.cl.Len() > 0 && c.cl.Len() > 0 })
-	if err := b.SetConnectKeys(ctx, ConnectTokens{Keys: []token.Key{testNextKey}, Server: addr}); err != nil {
+	if err := b.SetConnectKeys(ctx, []token.Key{testNextKey}, addr); err != nil {
 		t.Fatal(err)
 	}
 	late := tokenBot(t, addr, 3, issueFor(t, &testKey, addr, testAlloc, "late", soon))
@@ -266,7 +266,7 @@ func TestConnectTokenFlood(t *testing.T) {
 	addr := b.Address()
 	ctx, cancel := context.WithTimeout(context.Background(), testDeadline)
 	defer cancel()
-	if err := b.SetConnectKeys(ctx, ConnectTokens{Keys: []token.Key{testKey}, Server: addr}); err != nil {
+	if err := b.SetConnectKeys(ctx, []token.Key{testKey}, addr); err != nil {
 		t.Fatal(err)
 	}
 	soon := time.Now().Add(time.Minute)
