@@ -20,6 +20,7 @@ package main
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -61,7 +62,29 @@ type options struct {
 	churnConnectTimeout             time.Duration
 	churnCloseTimeout               time.Duration
 	churnPeers                      int
+	tokens                          string
 	cfg                             botswarm.Config
+}
+
+// loadTokens reads connect tokens, one per line in base64; blank lines are skipped.
+func loadTokens(path string) ([][]byte, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var out [][]byte
+	for i, line := range strings.Split(string(raw), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" {
+			continue
+		}
+		tok, err := base64.StdEncoding.DecodeString(line)
+		if err != nil {
+			return nil, fmt.Errorf("line %d: %w", i+1, err)
+		}
+		out = append(out, tok)
+	}
+	return out, nil
 }
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
@@ -81,6 +104,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.Uint64Var(&o.cfg.Seed, "seed", 1, "seed of the COMMAND payloads and of each bot's PING and COMMAND phase")
 	fs.StringVar(&o.bind, "bind", "", "local IPv4 addresses for the bots' sockets, round-robin: a list and ranges, e.g. 127.0.0.2-127.0.0.65 (the server limits connects per source IP); empty: 0.0.0.0")
 	fs.StringVar(&o.schema, "schema", "", "the game's schema as JSON (what the game server writes with --write-schema); empty: the schema of a game that declares none, as the demo's")
+	fs.StringVar(&o.tokens, "tokens", "", "connect tokens, one per line in base64 (the tokens an allocation with players answers): the i-th bot, in class order, sends the i-th in its HELLO")
 	fs.StringVar(&o.jsonPath, "json", "", "write the full report (per client and per class, with per-second series) to this file")
 	fs.Float64Var(&o.churn, "churn", 0, "churn mode: connect/close cycles started per second from one host for --duration, instead of bots")
 	fs.DurationVar(&o.churnConnectTimeout, "churn-connect-timeout", botswarm.DefaultChurnTimeout, "churn: how long an attempt waits for its handshake")
@@ -96,6 +120,11 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	if o.schema != "" {
 		if o.cfg.Layout, err = loadSchema(o.schema); err != nil {
 			return nil, fmt.Errorf("--schema: %w", err)
+		}
+	}
+	if o.tokens != "" {
+		if o.cfg.Tokens, err = loadTokens(o.tokens); err != nil {
+			return nil, fmt.Errorf("--tokens: %w", err)
 		}
 	}
 	if o.server != "" {

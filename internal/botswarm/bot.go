@@ -90,6 +90,9 @@ func newBot(id int, class string, target netip.AddrPort, host *enet.Host, cfg *C
 	for t := range b.rec.series {
 		b.rec.series[t].T = t
 	}
+	if id < len(cfg.Tokens) {
+		_ = b.cl.SetToken(cfg.Tokens[id]) // Validate bounded it
+	}
 	return b
 }
 

@@ -159,6 +159,9 @@ type Config struct {
 	// Layout is the game's schema, compiled: the bots name it in their HELLO and decode records
 	// with it. nil is the schema of a game that declares none (the demo's).
 	Layout *protocol.Layout
+	// Tokens are connect tokens (what an allocation with players answers): bot i, numbered in
+	// class order, sends Tokens[i] in its HELLO. Bots past the end of the list send none.
+	Tokens [][]byte
 }
 
 // Bots is the total number of bots.
@@ -186,6 +189,11 @@ func (c *Config) Validate() error {
 		seen[cl.Name] = true
 		if !cl.Addr.IsValid() && !c.Server.IsValid() {
 			return fmt.Errorf("botswarm: class %q has no address and no server is set", cl.Name)
+		}
+	}
+	for i, tok := range c.Tokens {
+		if len(tok) > protocol.MaxTokenBytes {
+			return fmt.Errorf("botswarm: token %d is %d bytes, over %d", i, len(tok), protocol.MaxTokenBytes)
 		}
 	}
 	if c.Server.IsValid() && c.Server.Port() == 0 {
