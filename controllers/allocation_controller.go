@@ -124,10 +124,14 @@ func (r *AllocationReconciler) serve(ctx context.Context, key types.NamespacedNa
 	if st, ok := r.pending(key, a.UID); ok {
 		return st, nil
 	}
-	if st, ok, err := r.servedEarlier(ctx, a); ok || err != nil {
+	st, ok, err := r.servedEarlier(ctx, a)
+	if !ok && err == nil {
+		st, err = r.alloc.AllocateFor(ctx, a)
+	}
+	if err != nil {
 		return st, err
 	}
-	return r.alloc.AllocateFor(ctx, a)
+	return r.alloc.WithTokens(ctx, a.Namespace, &a.Spec, a.UID, st)
 }
 
 // servedEarlier finds the server an earlier attempt allocated for a, one whose result was never

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -147,7 +148,7 @@ func TestConcurrentAllocations(t *testing.T) {
 			if i%2 == 0 {
 				return allocateHTTP(t, ns, v1alpha1.GameServerAllocationSpec{Fleet: "race"})
 			}
-			st, err := secondAllocator(t).Allocate(context.Background(), ns, v1alpha1.GameServerAllocationSpec{Fleet: "race"}, allocSourceHTTP)
+			st, err := secondAllocator(t).Allocate(context.Background(), ns, v1alpha1.GameServerAllocationSpec{Fleet: "race"}, allocSourceHTTP, "")
 			if err != nil {
 				t.Error(err)
 			}
@@ -324,7 +325,7 @@ func TestAllocationServedBeforeRecorded(t *testing.T) {
 	if err := k8s.Status().Patch(ctx, a, client.RawPatch(types.MergePatchType, []byte(`{"status":null}`))); err != nil {
 		t.Fatal(err)
 	}
-	if again := waitAllocation(t, a); again != first {
+	if again := waitAllocation(t, a); !equality.Semantic.DeepEqual(again, first) {
 		t.Fatalf("served again as %+v, want the first result %+v", again, first)
 	}
 	waitFleet(t, f, fleetCounts{replicas: 3, ready: 2, allocated: 1, updated: 3})
@@ -508,7 +509,7 @@ func TestAllocationIdempotencyKey(t *testing.T) {
 		t.Fatalf("first request: %d %s %v", code, raw, hdr)
 	}
 	code, hdr, again, raw := postKeyed(t, allocatorURL, token, "match-1", body)
-	if code != http.StatusOK || again.Status != first.Status || hdr.Get(IdempotentReplayedHeader) != "true" {
+	if code != http.StatusOK || !equality.Semantic.DeepEqual(again.Status, first.Status) || hdr.Get(IdempotentReplayedHeader) != "true" {
 		t.Fatalf("the same key again: %d %s %v, want the first answer %+v, replayed", code, raw, hdr, first.Status)
 	}
 
@@ -518,7 +519,7 @@ func TestAllocationIdempotencyKey(t *testing.T) {
 	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, rec); err != nil {
 		t.Fatal(err)
 	}
-	if rec.Labels[v1alpha1.LabelIdempotencyKey] != hash || rec.Annotations[v1alpha1.AnnotationIdempotencyKey] != "match-1" || rec.Status != first.Status {
+	if rec.Labels[v1alpha1.LabelIdempotencyKey] != hash || rec.Annotations[v1alpha1.AnnotationIdempotencyKey] != "match-1" || !equality.Semantic.DeepEqual(rec.Status, first.Status) {
 		t.Errorf("record %s: labels %v annotations %v status %+v", name, rec.Labels, rec.Annotations, rec.Status)
 	}
 	if first.Name != name || first.UID != rec.UID || len(first.ManagedFields) != 0 {
@@ -544,7 +545,7 @@ func TestAllocationIdempotencyKey(t *testing.T) {
 	wg.Wait()
 	got := answers[0]
 	for i, a := range answers {
-		if a != got || a.State != v1alpha1.AllocationAllocated {
+		if !equality.Semantic.DeepEqual(a, got) || a.State != v1alpha1.AllocationAllocated {
 			t.Fatalf("concurrent answers differ: %d is %+v, 0 is %+v", i, a, got)
 		}
 	}

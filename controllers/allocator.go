@@ -37,6 +37,10 @@ var (
 		Help: "Marks of a server as Allocated refused because the server changed since it was read " +
 			"(another allocation, another operator replica or its own controller wrote it first).",
 	})
+	connectTokensIssued = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "netfleet_operator_connect_tokens_issued_total",
+		Help: "Connect tokens issued to the players named by allocations.",
+	})
 	allocationReplays = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "netfleet_operator_allocation_replays_total",
 		Help: "Allocator requests with an Idempotency-Key answered with the result of an earlier " +
@@ -45,7 +49,7 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(allocationDuration, allocationConflicts, allocationReplays)
+	metrics.Registry.MustRegister(allocationDuration, allocationConflicts, allocationReplays, connectTokensIssued)
 }
 
 const (
@@ -74,6 +78,7 @@ type Allocator struct {
 	index *readyIndex
 	api   client.Reader // fresh reads after a conflict
 	write client.Client
+	keys  *ConnectKeyStore
 
 	mu        sync.Mutex
 	claims    map[types.UID]*claim
@@ -95,14 +100,21 @@ func NewAllocator(ctx context.Context, informers cache.Informers, api client.Rea
 		return nil, fmt.Errorf("gameserver informer handler: %w", err)
 	}
 	index.synced = reg.HasSynced
-	return &Allocator{index: index, api: api, write: write, claims: map[types.UID]*claim{}}, nil
+	return &Allocator{index: index, api: api, write: write, claims: map[types.UID]*claim{},
+		keys: NewConnectKeyStore(api, write, ConnectKeyOptions{})}, nil
 }
 
-// Allocate serves one request in namespace ns. A request that cannot be served (no Ready
-// server, invalid selector) is an UnAllocated status, not an error; an error means the API
-// server could not be reached or refused a write for another reason than a conflict.
-func (a *Allocator) Allocate(ctx context.Context, ns string, spec v1alpha1.GameServerAllocationSpec, source string) (v1alpha1.GameServerAllocationStatus, error) {
-	return a.serve(ctx, ns, spec, source, "")
+// Allocate serves one request in namespace ns, as allocation uid: the server it takes is marked
+// with it (status.allocatedBy), and the connect tokens of the players the request names are bound
+// to it. A request that cannot be served (no Ready server, invalid selector) is an UnAllocated
+// status, not an error; an error means the API server could not be reached or refused a write for
+// another reason than a conflict.
+func (a *Allocator) Allocate(ctx context.Context, ns string, spec v1alpha1.GameServerAllocationSpec, source string, uid types.UID) (v1alpha1.GameServerAllocationStatus, error) {
+	st, err := a.serve(ctx, ns, spec, source, uid)
+	if err != nil {
+		return st, err
+	}
+	return a.WithTokens(ctx, ns, &spec, uid, st)
 }
 
 // AllocateFor serves the GameServerAllocation rec as Allocate does, and marks the server it

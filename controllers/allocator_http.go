@@ -16,6 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/uuid"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -213,7 +214,10 @@ func (s *AllocatorServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.serveKeyed(w, r, req, strings.Join(key, ","))
 		return
 	}
-	st, err := s.alloc.Allocate(r.Context(), req.Namespace, req.Spec, allocSourceHTTP)
+	// The allocation has no object; its uid, which the server is marked with and the connect
+	// tokens are bound to, is made here and answered in metadata.uid.
+	req.UID = uuid.NewUUID()
+	st, err := s.alloc.Allocate(r.Context(), req.Namespace, req.Spec, allocSourceHTTP, req.UID)
 	if err != nil {
 		ctrl.LoggerFrom(r.Context()).Error(err, "allocation failed", "namespace", req.Namespace)
 		writeError(w, http.StatusServiceUnavailable, "allocation failed: "+err.Error())

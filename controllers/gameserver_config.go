@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -117,6 +118,7 @@ func (r *GameServerReconciler) reconcileConfig(ctx context.Context, gs *v1alpha1
 			return wait, nil
 		}
 	}
+	tokensOn := desired.ConnectTokens.Mode != netcode.ConnectTokensDisabled
 
 	token, err := r.tokens.get(ctx, gs.Namespace)
 	if err != nil {
@@ -129,6 +131,12 @@ func (r *GameServerReconciler) reconcileConfig(ctx context.Context, gs *v1alpha1
 			return r.configFailed(ctx, gs, memo, restarts, err), nil
 		}
 		if cur.InstanceID == st.InstanceID && cur.Generation == gen && cur.Hash == hash {
+			// A rotation reaches running servers at their checks.
+			if tokensOn {
+				if err := r.pushConnectKeys(ctx, gs, endpoint, token, false); err != nil {
+					return r.configFailed(ctx, gs, memo, restarts, err), nil
+				}
+			}
 			memo.failures, memo.checkedAt, memo.restarts, memo.ready = 0, now, restarts, ready
 			return r.verifyAfter(), nil
 		}
@@ -139,6 +147,12 @@ func (r *GameServerReconciler) reconcileConfig(ctx context.Context, gs *v1alpha1
 		recordRunning(st, cur)
 	}
 
+	// The keys go first: a server refuses a mode that checks tokens until it holds them.
+	if tokensOn {
+		if err := r.pushConnectKeys(ctx, gs, endpoint, token, true); err != nil {
+			return r.configFailed(ctx, gs, memo, restarts, err), nil
+		}
+	}
 	running, err := r.pusher.Push(ctx, endpoint, token, netcode.ConfigPush{Generation: gen, Config: desired})
 	if err != nil {
 		return r.configFailed(ctx, gs, memo, restarts, err), nil
@@ -238,4 +252,32 @@ func truncate(s string) string {
 		return s
 	}
 	return s[:maxConditionMessage] + "..."
+}
+
+// pushConnectKeys gives the server its fleet's connect-token keys and the address tokens name
+// (status.address and status.port), when they differ from what status.netcode.connectKeyIds
+// records or always, and records the ids the server then holds.
+func (r *GameServerReconciler) pushConnectKeys(ctx context.Context, gs *v1alpha1.GameServer, endpoint, adminToken string, always bool) error {
+	keys, err := r.keys.Get(ctx, gs.Namespace, connectKeyGroup(gs))
+	if err != nil {
+		return err
+	}
+	st := &gs.Status.Netcode
+	if !always && slices.Equal(st.ConnectKeyIDs, keys.IDs()) {
+		return nil
+	}
+	if gs.Status.Address == "" || gs.Status.Port == 0 {
+		return &PushError{Reason: pushErrUnreachable, Message: "connect tokens need the server's address and port, which it has not yet"}
+	}
+	got, err := r.pusher.PushConnectKeys(ctx, endpoint, adminToken, netcode.ConnectKeysPush{
+		Keys: keys.All, Server: net.JoinHostPort(gs.Status.Address, strconv.Itoa(int(gs.Status.Port))),
+	})
+	if err != nil {
+		return err
+	}
+	st.ConnectKeyIDs = st.ConnectKeyIDs[:0]
+	for _, id := range got.KeyIDs {
+		st.ConnectKeyIDs = append(st.ConnectKeyIDs, int64(id))
+	}
+	return nil
 }

@@ -40,6 +40,9 @@ type GameServerOptions struct {
 	// MaxConcurrentReconciles is how many GameServers are reconciled (and pushed to) at once.
 	// Default 32.
 	MaxConcurrentReconciles int
+	// ConnectKeys is where the fleets' connect-token keys are kept; share it with the Allocator
+	// (Allocator.SetConnectKeys). nil makes a store with the default options.
+	ConnectKeys *ConnectKeyStore
 }
 
 func (o *GameServerOptions) setDefaults() {
@@ -70,6 +73,7 @@ type GameServerReconciler struct {
 	recorder events.EventRecorder
 	pusher   *Pusher
 	tokens   *tokenStore
+	keys     *ConnectKeyStore
 	ports    *hostPortPicker
 	memos    *memos
 	opts     GameServerOptions
@@ -78,11 +82,15 @@ type GameServerReconciler struct {
 // NewGameServerReconciler returns a reconciler that uses mgr's client, cache and event recorder.
 func NewGameServerReconciler(mgr ctrl.Manager, opts GameServerOptions) *GameServerReconciler {
 	opts.setDefaults()
+	if opts.ConnectKeys == nil {
+		opts.ConnectKeys = NewConnectKeyStore(mgr.GetAPIReader(), mgr.GetClient(), ConnectKeyOptions{})
+	}
 	return &GameServerReconciler{
 		Client:   mgr.GetClient(),
 		recorder: mgr.GetEventRecorder("netfleet-operator"),
 		pusher:   NewPusher(opts.PushTimeout),
 		tokens:   newTokenStore(mgr.GetAPIReader(), mgr.GetClient()),
+		keys:     opts.ConnectKeys,
 		ports:    newHostPortPicker(opts.PortRange),
 		memos:    newMemos(),
 		opts:     opts,

@@ -84,11 +84,36 @@ func (p *Pusher) Push(ctx context.Context, endpoint, token string, push netcode.
 	return st, err
 }
 
+// PushConnectKeys sends a fleet's connect-token keys and the address tokens name to a game server
+// (PUT /v1/connect-keys) and returns the key ids the server holds afterwards.
+func (p *Pusher) PushConnectKeys(ctx context.Context, endpoint, token string, push netcode.ConnectKeysPush) (netcode.ConnectKeysStatus, error) {
+	var st netcode.ConnectKeysStatus
+	body, err := json.Marshal(push)
+	if err != nil {
+		return st, fmt.Errorf("encode connect keys push: %w", err)
+	}
+	err = p.call(ctx, http.MethodPut, endpoint, netcode.PathConnectKeys, token, body, &st)
+	if err != nil {
+		reason := pushErrOther
+		if pe, ok := errors.AsType[*PushError](err); ok {
+			reason = pe.Reason
+		}
+		configPushErrors.WithLabelValues(reason).Inc()
+	}
+	return st, err
+}
+
 func (p *Pusher) do(ctx context.Context, method, endpoint, token string, body []byte) (netcode.ConfigStatus, error) {
 	var st netcode.ConfigStatus
-	req, err := http.NewRequestWithContext(ctx, method, "http://"+endpoint+netcode.PathNetcode, bytes.NewReader(body))
+	err := p.call(ctx, method, endpoint, netcode.PathNetcode, token, body, &st)
+	return st, err
+}
+
+// call makes one admin API call and decodes a 200 answer into out.
+func (p *Pusher) call(ctx context.Context, method, endpoint, path, token string, body []byte, out any) error {
+	req, err := http.NewRequestWithContext(ctx, method, "http://"+endpoint+path, bytes.NewReader(body))
 	if err != nil {
-		return st, &PushError{Reason: pushErrOther, Message: err.Error(), err: err}
+		return &PushError{Reason: pushErrOther, Message: err.Error(), err: err}
 	}
 	req.Header.Set("Authorization", "Bearer "+token)
 	if body != nil {
@@ -97,18 +122,18 @@ func (p *Pusher) do(ctx context.Context, method, endpoint, token string, body []
 	resp, err := p.client.Do(req)
 	if err != nil {
 		// The transport's errors name the URL, never the headers, so the token cannot leak here.
-		return st, &PushError{Reason: pushErrUnreachable, Message: err.Error(), err: err}
+		return &PushError{Reason: pushErrUnreachable, Message: err.Error(), err: err}
 	}
 	defer func() { _ = resp.Body.Close() }()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, netcode.MaxAdminBodyBytes))
 	if err != nil {
-		return st, &PushError{Reason: pushErrUnreachable, StatusCode: resp.StatusCode, Message: "read answer: " + err.Error(), err: err}
+		return &PushError{Reason: pushErrUnreachable, StatusCode: resp.StatusCode, Message: "read answer: " + err.Error(), err: err}
 	}
 	if resp.StatusCode == http.StatusOK {
-		if err := json.Unmarshal(raw, &st); err != nil {
-			return st, &PushError{Reason: pushErrOther, StatusCode: resp.StatusCode, Message: "decode answer: " + err.Error(), err: err}
+		if err := json.Unmarshal(raw, out); err != nil {
+			return &PushError{Reason: pushErrOther, StatusCode: resp.StatusCode, Message: "decode answer: " + err.Error(), err: err}
 		}
-		return st, nil
+		return nil
 	}
 	pe := &PushError{StatusCode: resp.StatusCode, Message: http.StatusText(resp.StatusCode)}
 	var er netcode.ErrorResponse
@@ -129,5 +154,5 @@ func (p *Pusher) do(ctx context.Context, method, endpoint, token string, body []
 	default:
 		pe.Reason = pushErrOther
 	}
-	return st, pe
+	return pe
 }

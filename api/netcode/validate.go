@@ -200,3 +200,15 @@ func (o ObservabilityConfig) PerPeerMetricsEnabled() bool {
 
 // IsEnabled reports whether the congestion controller is on (default true).
 func (c CongestionConfig) IsEnabled() bool { return c.Enabled == nil || *c.Enabled }
+
+// FieldRange returns the range of a ranged field, by its JSON path (e.g.
+// "connectTokens.ttlSeconds"), as its kubebuilder markers state it; ok is false for a field
+// without one.
+func FieldRange(field string) (lo, hi int64, ok bool) {
+	for i := range fieldBounds {
+		if fieldBounds[i].field == field {
+			return fieldBounds[i].min, fieldBounds[i].max, true
+		}
+	}
+	return 0, 0, false
+}

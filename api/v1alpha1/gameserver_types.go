@@ -192,6 +192,13 @@ type GameServerNetcodeStatus struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=48
 	Progress string `json:"progress,omitempty"`
+
+	// ConnectKeyIDs are the ids of the connect-token keys the process holds, the newest first;
+	// empty while its connectTokens.mode is Disabled.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=2
+	ConnectKeyIDs []int64 `json:"connectKeyIds,omitempty"`
 }
 
 // GameServerStatus is the observed state of a GameServer.

@@ -49,6 +49,28 @@ type GameServerAllocationSpec struct {
 	// server (of the fleet, if one is named).
 	// +optional
 	Selector *metav1.LabelSelector `json:"selector,omitempty"`
+
+	// Players names the players of the match, by the ids the game will know them by. The answer
+	// carries one connect token per player (status.connectTokens): a player's client presents it
+	// to join, on a server whose netcode.connectTokens.mode is Optional or Required
+	// (docs/connect-tokens.md). Each id is 1 to 64 bytes, and no id is named twice.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=256
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=64
+	Players []string `json:"players,omitempty"`
+}
+
+// ConnectToken is one player's connect token.
+type ConnectToken struct {
+	// Player is the player id the token carries.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
+	Player string `json:"player"`
+	// Token is the token, which the player's client sends in its HELLO (base64 in JSON).
+	// +kubebuilder:validation:MaxLength=344
+	Token []byte `json:"token"`
 }
 
 // GameServerAllocationStatus is the result of an allocation.
@@ -87,6 +109,19 @@ type GameServerAllocationStatus struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=1024
 	Message string `json:"message,omitempty"`
+
+	// ConnectTokens holds one connect token per player of spec.players, in their order: each
+	// binds the player to this server's address and port and to this allocation, and is good to
+	// connect with until connectTokensExpire.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=256
+	ConnectTokens []ConnectToken `json:"connectTokens,omitempty"`
+
+	// ConnectTokensExpire is when the connect tokens stop admitting players: the allocation's
+	// time plus the server's netcode.connectTokens.ttlSeconds.
+	// +optional
+	ConnectTokensExpire *metav1.Time `json:"connectTokensExpire,omitempty"`
 }
 
 // GameServerAllocation asks for one Ready GameServer. It is a request: create it, and the operator

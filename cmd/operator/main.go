@@ -64,6 +64,11 @@ func run() error {
 	flag.StringVar(&allocOpts.KeyFile, "allocator-tls-key-file", "", "private key of --allocator-tls-cert-file")
 	flag.DurationVar(&idempotencyTTL, "allocation-idempotency-ttl", controllers.DefaultIdempotencyTTL,
 		"how long the record of an allocator request sent with an Idempotency-Key is kept: the same key within it gets the first answer")
+	var keyOpts controllers.ConnectKeyOptions
+	flag.DurationVar(&keyOpts.RotationPeriod, "connect-key-rotation", 720*time.Hour,
+		"how long a fleet's connect-token key signs before the operator rotates it (docs/connect-tokens.md)")
+	flag.DurationVar(&keyOpts.Propagation, "connect-key-propagation", time.Minute,
+		"how long a new connect-token key waits before it signs, so every server of the fleet has it first; keep it above --verify-interval")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -107,6 +112,9 @@ func run() error {
 	if err != nil {
 		return fmt.Errorf("new manager: %w", err)
 	}
+	// One store of connect-token keys serves the servers' pushes and the allocations' tokens.
+	keys := controllers.NewConnectKeyStore(mgr.GetAPIReader(), mgr.GetClient(), keyOpts)
+	opts.ConnectKeys = keys
 	if err := controllers.NewGameServerReconciler(mgr, opts).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up gameserver controller: %w", err)
 	}
@@ -121,6 +129,7 @@ func run() error {
 	if err != nil {
 		return fmt.Errorf("set up allocator: %w", err)
 	}
+	alloc.SetConnectKeys(keys)
 	if err := controllers.NewAllocationReconciler(mgr, alloc, allocConcurrency).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up allocation controller: %w", err)
 	}
