@@ -300,7 +300,8 @@ func TestAllocationUnAllocated(t *testing.T) {
 // TestAllocationServedBeforeRecorded: a GameServerAllocation whose server was marked Allocated
 // but whose result was never recorded — the state an operator that stopped between the two
 // writes leaves — is answered with that server, found by status.allocatedBy, not with a second
-// one. Allocations through the endpoint without a key have no record and mark no allocatedBy.
+// one. Allocations through the endpoint without a key have no record: the uid the endpoint makes
+// for them marks the server.
 func TestAllocationServedBeforeRecorded(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t)
@@ -330,12 +331,21 @@ func TestAllocationServedBeforeRecorded(t *testing.T) {
 	}
 	waitFleet(t, f, fleetCounts{replicas: 3, ready: 2, allocated: 1, updated: 3})
 
-	st := allocateHTTP(t, ns, v1alpha1.GameServerAllocationSpec{Fleet: "crash"})
-	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: st.GameServerName}, &gs); err != nil {
+	body, err := json.Marshal(v1alpha1.GameServerAllocation{ObjectMeta: metav1.ObjectMeta{Namespace: ns}, Spec: v1alpha1.GameServerAllocationSpec{Fleet: "crash"}})
+	if err != nil {
 		t.Fatal(err)
 	}
-	if gs.Status.State != v1alpha1.GameServerStateAllocated || gs.Status.AllocatedBy != "" {
-		t.Fatalf("%s after an allocation without a record: state %s, allocatedBy %q", gs.Name, gs.Status.State, gs.Status.AllocatedBy)
+	code, raw := postAllocation(t, allocatorToken(t), body)
+	var out v1alpha1.GameServerAllocation
+	if err := json.Unmarshal(raw, &out); err != nil || code != http.StatusOK || out.UID == "" {
+		t.Fatalf("allocator answered %d %s (%v)", code, raw, err)
+	}
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: out.Status.GameServerName}, &gs); err != nil {
+		t.Fatal(err)
+	}
+	// No record holds the allocation: the uid the endpoint made, and answered, marks the server.
+	if gs.Status.State != v1alpha1.GameServerStateAllocated || gs.Status.AllocatedBy != string(out.UID) {
+		t.Fatalf("%s after an allocation without a record: state %s, allocatedBy %q, want %q", gs.Name, gs.Status.State, gs.Status.AllocatedBy, out.UID)
 	}
 }
 

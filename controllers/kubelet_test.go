@@ -7,6 +7,8 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,6 +25,7 @@ import (
 
 	"github.com/netfleet/netfleet/api/netcode"
 	"github.com/netfleet/netfleet/gameserver/admin"
+	"github.com/netfleet/netfleet/gameserver/token"
 )
 
 // memRuntime is a tick loop in memory: ticks are counted from its start at its tick rate, and
@@ -34,6 +37,8 @@ type memRuntime struct {
 	mu      sync.Mutex
 	cfg     netcode.NetcodeConfig
 	applied []netcode.NetcodeConfig
+	keyIDs  []uint32
+	server  netip.AddrPort
 }
 
 // refusedTickRateHz is a valid tick rate that memRuntime refuses.
@@ -71,6 +76,25 @@ func (m *memRuntime) Apply(ctx context.Context, r netcode.Resolved) error {
 }
 
 func (m *memRuntime) Peers(dst []netcode.PeerInfo) []netcode.PeerInfo { return dst }
+
+// SetConnectKeys and ConnectKeys hold connect-token keys as the real loop does
+// (admin.ConnectKeyRuntime).
+func (m *memRuntime) SetConnectKeys(_ context.Context, keys []token.Key, server netip.AddrPort) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.keyIDs = m.keyIDs[:0]
+	for _, k := range keys {
+		m.keyIDs = append(m.keyIDs, k.ID)
+	}
+	m.server = server
+	return nil
+}
+
+func (m *memRuntime) ConnectKeys(context.Context) ([]uint32, netip.AddrPort, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.keyIDs), m.server, nil
+}
 
 func (m *memRuntime) Tick() uint64 { return uint64(time.Since(m.start)/m.period()) + 1 }
 

@@ -261,7 +261,7 @@ func New(opts Options) (*Broadcaster, error) {
 			b.host.Destroy()
 			return nil, err
 		}
-		b.tokens.SetAllocation(ct.Allocation)
+		b.tokens.SetAllocations(ct.Allocation)
 	}
 	if b.log == nil {
 		b.log = slog.New(slog.DiscardHandler)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 
 	"github.com/netfleet/netfleet/gameserver/token"
 )
@@ -57,10 +58,12 @@ func (b *Broadcaster) SetConnectKeys(ctx context.Context, keys []token.Key, serv
 	return ierr
 }
 
-// SetAllocation sets, between two ticks, the uid of the allocation the server runs: a token for
-// any other allocation is refused. "" clears it.
-func (b *Broadcaster) SetAllocation(ctx context.Context, uid string) error {
-	return b.call(ctx, func() { b.tokens.SetAllocation(uid) })
+// SetAllocations sets, between two ticks, the uids of the allocations of the match the server
+// runs (the first, then those that backfilled it): a token for any other allocation is refused.
+// None clears them.
+func (b *Broadcaster) SetAllocations(ctx context.Context, uids ...string) error {
+	uids = slices.Clone(uids)
+	return b.call(ctx, func() { b.tokens.SetAllocations(uids...) })
 }
 
 // ConnectKeys returns the ids of the connect-token keys the server holds, the signing key's

@@ -39,7 +39,7 @@ func startTokenServer(t *testing.T, mode netcode.ConnectTokenMode) (*Broadcaster
 	if err := b.SetConnectKeys(ctx, []token.Key{testKey}, b.Address()); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.SetAllocation(ctx, testAlloc); err != nil {
+	if err := b.SetAllocations(ctx, testAlloc); err != nil {
 		t.Fatal(err)
 	}
 	if err := b.Apply(ctx, netcode.MustResolve(tokenModeCfg(mode))); err != nil {

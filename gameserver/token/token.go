@@ -315,8 +315,7 @@ type used struct {
 type Verifier struct {
 	keys     *Keys
 	server   netip.AddrPort
-	alloc    Allocation
-	hasAlloc bool
+	allocs   []Allocation // of the match the server runs
 	seen     map[[16]byte]used
 	capacity int
 	scratch  [MACBytes]byte
@@ -329,7 +328,7 @@ func NewVerifier(capacity int) *Verifier {
 	if capacity <= 0 {
 		capacity = DefaultReplayCapacity
 	}
-	return &Verifier{seen: make(map[[16]byte]used, capacity), capacity: capacity}
+	return &Verifier{seen: make(map[[16]byte]used, capacity), capacity: capacity, allocs: make([]Allocation, 0, MaxAllocations)}
 }
 
 // SetKeys replaces the keys tokens are verified with.
@@ -344,11 +343,32 @@ func (v *Verifier) SetServer(addr netip.AddrPort) { v.server = addr }
 // Server returns the address and port tokens must name.
 func (v *Verifier) Server() netip.AddrPort { return v.server }
 
-// SetAllocation sets the uid of the allocation the server runs; "" when it runs none, and every
-// token is then for another allocation.
-func (v *Verifier) SetAllocation(uid string) {
-	v.hasAlloc = uid != ""
-	v.alloc = AllocationOf(uid)
+// MaxAllocations is the most allocations a match is remembered by: the one that started it and
+// those that backfilled it.
+const MaxAllocations = 16
+
+// SetAllocations sets the uids of the allocations of the match the server runs: the one that
+// started it, then those that backfilled it (the newest MaxAllocations are kept). None when the
+// server runs no match: every token is then for another allocation.
+func (v *Verifier) SetAllocations(uids ...string) {
+	v.allocs = v.allocs[:0]
+	if len(uids) > MaxAllocations {
+		uids = uids[len(uids)-MaxAllocations:]
+	}
+	for _, uid := range uids {
+		if uid != "" {
+			v.allocs = append(v.allocs, AllocationOf(uid))
+		}
+	}
+}
+
+func (v *Verifier) inMatch(a [16]byte) bool {
+	for _, m := range v.allocs {
+		if m == a {
+			return true
+		}
+	}
+	return false
 }
 
 // Remembered is the number of admitted tokens the Verifier remembers now.
@@ -378,7 +398,7 @@ func (v *Verifier) Verify(tok []byte, from netip.AddrPort, now time.Time) ([]byt
 	if !v.server.IsValid() || addr != v.server.Addr().Unmap() || binary.LittleEndian.Uint16(tok[offPort:]) != v.server.Port() {
 		return nil, WrongServer
 	}
-	if !v.hasAlloc || [16]byte(tok[offAlloc:offIDLen]) != v.alloc {
+	if !v.inMatch([16]byte(tok[offAlloc:offIDLen])) {
 		return nil, WrongAllocation
 	}
 	body := len(tok) - MACBytes

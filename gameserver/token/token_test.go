@@ -40,7 +40,7 @@ func verifier(t testing.TB, keys ...Key) *Verifier {
 	v := NewVerifier(0)
 	v.SetKeys(ks)
 	v.SetServer(server)
-	v.SetAllocation(claims("x").Allocation)
+	v.SetAllocations(claims("x").Allocation)
 	return v
 }
 
@@ -137,13 +137,23 @@ func TestNoKeysNoServerNoAllocation(t *testing.T) {
 	if _, why := v.Verify(tok, player1, t0); why != WrongAllocation {
 		t.Errorf("without an allocation: %v", why)
 	}
-	v.SetAllocation(claims("p").Allocation)
+	v.SetAllocations(claims("p").Allocation)
 	if _, why := v.Verify(tok, player1, t0); why != OK {
 		t.Errorf("with all three: %v", why)
 	}
-	v.SetAllocation("")
+	v.SetAllocations()
 	if _, why := v.Verify(tok, player1, t0); why != WrongAllocation {
 		t.Errorf("after the allocation was cleared: %v", why)
+	}
+	// A match backfilled by a second allocation admits the tokens of both.
+	backfill := claims("q")
+	backfill.Allocation = "backfill-uid"
+	v.SetAllocations(claims("p").Allocation, backfill.Allocation)
+	if _, why := v.Verify(tok, player1, t0); why != OK {
+		t.Errorf("the first allocation of a backfilled match: %v", why)
+	}
+	if _, why := v.Verify(issue(t, &key1, backfill), player2, t0); why != OK {
+		t.Errorf("the backfill allocation: %v", why)
 	}
 }
 
@@ -205,7 +215,7 @@ func TestFull(t *testing.T) {
 	v := NewVerifier(2)
 	v.SetKeys(ks)
 	v.SetServer(server)
-	v.SetAllocation(claims("p").Allocation)
+	v.SetAllocations(claims("p").Allocation)
 	short := func(p string, deadline time.Time) []byte {
 		c := claims(p)
 		c.Deadline = deadline
