@@ -15,7 +15,8 @@
 // type in the low nibble. Server to client: SNAPSHOT, RESET and CLOSE. Client to server: HELLO
 // (the first message, naming the client's schema by its hash), ACK, PING and COMMAND. A session
 // ends with ENet disconnect data carrying a close code (CloseGoingAway, CloseAbuse,
-// CloseGameError, CloseStalled, CloseNoPing, CloseHandshake, CloseRefused, CloseSchema, and the
+// CloseGameError, CloseStalled, CloseNoPing, CloseHandshake, CloseRefused, CloseSchema, the
+// connect-token refusals CloseTokenMissing to CloseTokenReplayed, and the
 // codes a game chooses, CloseGameMin to CloseGameMax); a refusal sends a CLOSE with the reason
 // first.
 //

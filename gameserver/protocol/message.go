@@ -58,6 +58,17 @@ const (
 	CloseRefused = 4003
 	// CloseSchema: the client's schema is not the server's (its HELLO named another hash).
 	CloseSchema = 4004
+	// The connect-token refusals (docs/connect-tokens.md): CloseTokenMissing, the server requires
+	// a token and the HELLO carried none; CloseTokenInvalid, a malformed token or one not signed
+	// by the fleet's key; CloseTokenExpired, a token past its deadline; CloseTokenWrongServer and
+	// CloseTokenWrongAllocation, a token for another server or another match;
+	// CloseTokenReplayed, a token already used from another address.
+	CloseTokenMissing         = 4005
+	CloseTokenInvalid         = 4006
+	CloseTokenExpired         = 4007
+	CloseTokenWrongServer     = 4008
+	CloseTokenWrongAllocation = 4009
+	CloseTokenReplayed        = 4010
 	// CloseGameMin and CloseGameMax bound the codes a game may choose for refusing or removing a
 	// player (game.Refusal); their meaning is the game's. Codes 4000 to 4099 are netfleet's.
 	CloseGameMin = 4100

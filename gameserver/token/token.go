@@ -39,7 +39,8 @@
 // address. ENet traffic is not encrypted: a token is a credential to connect with, not a secure
 // channel, and an attacker who can rewrite a player's packets can act as that player.
 //
-// The package does no I/O; the Verifier's Verify allocates nothing.
+// The package does no I/O; the Verifier's Verify allocates nothing. The operator issues tokens
+// with Issue; the game server's loop checks them with a Verifier.
 package token
 
 import (
@@ -52,6 +53,8 @@ import (
 	"net/netip"
 	"time"
 	"unicode/utf8"
+
+	"github.com/netfleet/netfleet/gameserver/protocol"
 )
 
 const (
@@ -177,13 +180,13 @@ func (r Reason) String() string {
 
 // The close codes of the refusals (docs/protocol.md, close codes).
 const (
-	CloseMissing         = 4005
-	CloseInvalid         = 4006 // malformed or forged
-	CloseExpired         = 4007
-	CloseWrongServer     = 4008
-	CloseWrongAllocation = 4009
-	CloseReplayed        = 4010
-	closeTryLater        = 1013
+	CloseMissing         = protocol.CloseTokenMissing
+	CloseInvalid         = protocol.CloseTokenInvalid // malformed or forged
+	CloseExpired         = protocol.CloseTokenExpired
+	CloseWrongServer     = protocol.CloseTokenWrongServer
+	CloseWrongAllocation = protocol.CloseTokenWrongAllocation
+	CloseReplayed        = protocol.CloseTokenReplayed
+	closeTryLater        = protocol.CloseStalled
 )
 
 // CloseCode is the close code a client refused for r is disconnected with; 0 for OK.
