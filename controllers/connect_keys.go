@@ -262,10 +262,3 @@ func (s *ConnectKeyStore) load(ctx context.Context, ns, group string, now time.T
 	s.mu.Unlock()
 	return keys, signer, nil
 }
-
-// forget drops the cached keys of ns, so the next Get reads the Secret.
-func (s *ConnectKeyStore) forget(ns string) {
-	s.mu.Lock()
-	delete(s.cached, ns)
-	s.mu.Unlock()
-}
