@@ -15,9 +15,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/netfleet/netfleet/api/connecttoken"
 	"github.com/netfleet/netfleet/api/netcode"
 	"github.com/netfleet/netfleet/api/v1alpha1"
-	"github.com/netfleet/netfleet/gameserver/token"
 )
 
 // ConnectKeysSecretName is the Secret, one per namespace, holding the connect-token keys of every
@@ -78,12 +78,12 @@ var maxTokenTTL = func() time.Duration {
 }()
 
 // planConnectKeys is the rotation policy, with no I/O: given a group's keys (newest first) at now,
-// it returns the keys to keep (newest first, at most token.MaxKeys) and the one to sign with, and
+// it returns the keys to keep (newest first, at most connecttoken.MaxKeys) and the one to sign with, and
 // whether the keys changed. newKey makes a key of an id.
 //
 //   - No key yet: the first one is made, and signs at once (no server can hold an older one).
 //   - The newest key is RotationPeriod old: a new key is added in front, the oldest beyond
-//     token.MaxKeys dropped.
+//     connecttoken.MaxKeys dropped.
 //   - A key signs once it is Propagation old; until then the key before it still does, so a
 //     server that has not received the new key yet still accepts every token issued.
 //   - The older key is dropped once the newer has signed for longer than a token can live.
@@ -105,8 +105,8 @@ func planConnectKeys(keys []storedConnectKey, now time.Time, o ConnectKeyOptions
 		keys = append([]storedConnectKey{k}, keys...)
 		changed = true
 	}
-	if len(keys) > token.MaxKeys {
-		keys, changed = keys[:token.MaxKeys], true
+	if len(keys) > connecttoken.MaxKeys {
+		keys, changed = keys[:connecttoken.MaxKeys], true
 	}
 	signsFrom := keys[0].Created.Add(o.Propagation)
 	if len(keys) > 1 && !now.Before(signsFrom.Add(maxTokenTTL+o.Propagation)) {
@@ -122,7 +122,7 @@ func planConnectKeys(keys []storedConnectKey, now time.Time, o ConnectKeyOptions
 // newConnectKey makes a key of id with a secret from crypto/rand.
 func newConnectKey(now time.Time) func(id uint32) (storedConnectKey, error) {
 	return func(id uint32) (storedConnectKey, error) {
-		secret := make([]byte, token.KeyBytes)
+		secret := make([]byte, connecttoken.KeyBytes)
 		if _, err := rand.Read(secret); err != nil {
 			return storedConnectKey{}, fmt.Errorf("generate connect key: %w", err)
 		}
@@ -134,7 +134,7 @@ func newConnectKey(now time.Time) func(id uint32) (storedConnectKey, error) {
 // servers, and the one to sign with.
 type ConnectKeys struct {
 	All    []netcode.ConnectKey
-	Signer token.Key
+	Signer connecttoken.Key
 }
 
 // IDs returns the keys' ids, newest first.
@@ -197,7 +197,7 @@ func (s *ConnectKeyStore) Get(ctx context.Context, ns, group string) (ConnectKey
 }
 
 func usable(keys []storedConnectKey, signer storedConnectKey) ConnectKeys {
-	out := ConnectKeys{All: make([]netcode.ConnectKey, len(keys)), Signer: token.Key{ID: signer.ID, Secret: [token.KeyBytes]byte(signer.Secret)}}
+	out := ConnectKeys{All: make([]netcode.ConnectKey, len(keys)), Signer: connecttoken.Key{ID: signer.ID, Secret: [connecttoken.KeyBytes]byte(signer.Secret)}}
 	for i, k := range keys {
 		out.All[i] = k.ConnectKey
 	}
@@ -221,8 +221,8 @@ func (s *ConnectKeyStore) load(ctx context.Context, ns, group string, now time.T
 			return nil, storedConnectKey{}, fmt.Errorf("secret %s, key %s: %w", key, g, err)
 		}
 		for i, k := range keys {
-			if len(k.Secret) != token.KeyBytes {
-				return nil, storedConnectKey{}, fmt.Errorf("secret %s, key %s: key %d (id %d) is %d bytes, want %d", key, g, i, k.ID, len(k.Secret), token.KeyBytes)
+			if len(k.Secret) != connecttoken.KeyBytes {
+				return nil, storedConnectKey{}, fmt.Errorf("secret %s, key %s: key %d (id %d) is %d bytes, want %d", key, g, i, k.ID, len(k.Secret), connecttoken.KeyBytes)
 			}
 		}
 		groups[g] = keys

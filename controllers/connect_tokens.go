@@ -12,8 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/netfleet/netfleet/api/connecttoken"
 	"github.com/netfleet/netfleet/api/v1alpha1"
-	"github.com/netfleet/netfleet/gameserver/token"
 )
 
 // SetConnectKeys makes the allocator issue connect tokens with keys from store; without it, it
@@ -45,8 +45,8 @@ func (a *Allocator) WithTokens(ctx context.Context, ns string, spec *v1alpha1.Ga
 	deadline := now.Add(time.Duration(gs.Spec.Netcode.Default().ConnectTokens.TTLSeconds) * time.Second)
 	st.ConnectTokens = make([]v1alpha1.ConnectToken, 0, len(spec.Players))
 	for _, p := range spec.Players {
-		tok, err := token.Issue(make([]byte, 0, token.MaxBytes), &keys.Signer,
-			&token.Claims{Server: server, Allocation: string(uid), Player: p, Deadline: deadline})
+		tok, err := connecttoken.Issue(make([]byte, 0, connecttoken.MaxBytes), &keys.Signer,
+			&connecttoken.Claims{Server: server, Allocation: string(uid), Player: p, Deadline: deadline})
 		if err != nil {
 			return st, fmt.Errorf("connect token of player %q: %w", p, err)
 		}

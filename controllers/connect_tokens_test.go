@@ -18,9 +18,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/netfleet/netfleet/api/connecttoken"
 	"github.com/netfleet/netfleet/api/netcode"
 	"github.com/netfleet/netfleet/api/v1alpha1"
-	"github.com/netfleet/netfleet/gameserver/token"
 )
 
 // TestPlanConnectKeys walks a fleet's keys through a rotation, by the policy alone: the first key
@@ -34,7 +34,7 @@ func TestPlanConnectKeys(t *testing.T) {
 	newKey := func(now time.Time) func(uint32) (storedConnectKey, error) {
 		return func(id uint32) (storedConnectKey, error) {
 			made++
-			return storedConnectKey{ConnectKey: netcode.ConnectKey{ID: id, Secret: []byte(strings.Repeat(string(rune('a'+id)), token.KeyBytes))}, Created: now}, nil
+			return storedConnectKey{ConnectKey: netcode.ConnectKey{ID: id, Secret: []byte(strings.Repeat(string(rune('a'+id)), connecttoken.KeyBytes))}, Created: now}, nil
 		}
 	}
 	step := func(keys []storedConnectKey, now time.Time) ([]storedConnectKey, uint32, bool) {
@@ -105,17 +105,17 @@ func connectKeysOf(t *testing.T, ns, fleet string) []netcode.ConnectKey {
 }
 
 // verifierFor is a token verifier with keys, the server at st's address and the allocation uid.
-func verifierFor(t *testing.T, keys []netcode.ConnectKey, st v1alpha1.GameServerAllocationStatus, uid string) *token.Verifier {
+func verifierFor(t *testing.T, keys []netcode.ConnectKey, st v1alpha1.GameServerAllocationStatus, uid string) *connecttoken.Verifier {
 	t.Helper()
-	var tks []token.Key
+	var tks []connecttoken.Key
 	for _, k := range keys {
-		tks = append(tks, token.Key{ID: k.ID, Secret: [token.KeyBytes]byte(k.Secret)})
+		tks = append(tks, connecttoken.Key{ID: k.ID, Secret: [connecttoken.KeyBytes]byte(k.Secret)})
 	}
-	ks, err := token.NewKeys(tks)
+	ks, err := connecttoken.NewKeys(tks)
 	if err != nil {
 		t.Fatal(err)
 	}
-	v := token.NewVerifier(0)
+	v := connecttoken.NewVerifier(0)
 	v.SetKeys(ks)
 	v.SetServer(netip.MustParseAddrPort(net.JoinHostPort(st.Address, strconv.Itoa(int(st.Port)))))
 	v.SetAllocations(uid)
@@ -140,7 +140,7 @@ func TestConnectTokensAtAllocation(t *testing.T) {
 		}
 	}
 	keys := connectKeysOf(t, ns, "tokens")
-	if len(keys) != 1 || keys[0].ID != 1 || len(keys[0].Secret) != token.KeyBytes {
+	if len(keys) != 1 || keys[0].ID != 1 || len(keys[0].Secret) != connecttoken.KeyBytes {
 		t.Fatalf("the fleet's keys: %+v", keys)
 	}
 
@@ -162,12 +162,12 @@ func TestConnectTokensAtAllocation(t *testing.T) {
 	for i, want := range []string{"alice", "bob"} {
 		ct := st.ConnectTokens[i]
 		id, why := v.Verify(ct.Token, from, time.Now())
-		if ct.Player != want || why != token.OK || string(id) != want {
+		if ct.Player != want || why != connecttoken.OK || string(id) != want {
 			t.Errorf("token %d: player %q, verified %v as %q", i, ct.Player, why, id)
 		}
 	}
 	// The same tokens are refused by a server of another allocation.
-	if _, why := verifierFor(t, keys, st, "another").Verify(st.ConnectTokens[0].Token, from, time.Now()); why != token.WrongAllocation {
+	if _, why := verifierFor(t, keys, st, "another").Verify(st.ConnectTokens[0].Token, from, time.Now()); why != connecttoken.WrongAllocation {
 		t.Errorf("a token checked by another allocation's server: %v", why)
 	}
 
@@ -183,7 +183,7 @@ func TestConnectTokensAtAllocation(t *testing.T) {
 	if err := json.Unmarshal(raw, &out); err != nil || code != http.StatusOK || out.UID == "" || len(out.Status.ConnectTokens) != 1 {
 		t.Fatalf("endpoint: %d %s", code, raw)
 	}
-	if id, why := verifierFor(t, keys, out.Status, string(out.UID)).Verify(out.Status.ConnectTokens[0].Token, from, time.Now()); why != token.OK || string(id) != "carol" {
+	if id, why := verifierFor(t, keys, out.Status, string(out.UID)).Verify(out.Status.ConnectTokens[0].Token, from, time.Now()); why != connecttoken.OK || string(id) != "carol" {
 		t.Errorf("the endpoint's token: %v %q", why, id)
 	}
 	var gs v1alpha1.GameServer

@@ -23,9 +23,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/netfleet/netfleet/api/connecttoken"
 	"github.com/netfleet/netfleet/api/netcode"
 	"github.com/netfleet/netfleet/gameserver/admin"
-	"github.com/netfleet/netfleet/gameserver/token"
 )
 
 // memRuntime is a tick loop in memory: ticks are counted from its start at its tick rate, and
@@ -79,7 +79,7 @@ func (m *memRuntime) Peers(dst []netcode.PeerInfo) []netcode.PeerInfo { return d
 
 // SetConnectKeys and ConnectKeys hold connect-token keys as the real loop does
 // (admin.ConnectKeyRuntime).
-func (m *memRuntime) SetConnectKeys(_ context.Context, keys []token.Key, server netip.AddrPort) error {
+func (m *memRuntime) SetConnectKeys(_ context.Context, keys []connecttoken.Key, server netip.AddrPort) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.keyIDs = m.keyIDs[:0]

@@ -42,8 +42,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/netfleet/netfleet/api/connecttoken"
 	"github.com/netfleet/netfleet/api/netcode"
-	"github.com/netfleet/netfleet/gameserver/token"
 )
 
 // Runtime is the game server's tick loop as the admin API sees it.
@@ -64,7 +64,7 @@ type Runtime interface {
 type ConnectKeyRuntime interface {
 	// SetConnectKeys installs the keys (the signing key first) and the address tokens must name,
 	// between two ticks; it refuses an invalid set whole.
-	SetConnectKeys(ctx context.Context, keys []token.Key, server netip.AddrPort) error
+	SetConnectKeys(ctx context.Context, keys []connecttoken.Key, server netip.AddrPort) error
 	// ConnectKeys returns the ids of the keys installed and the address tokens must name.
 	ConnectKeys(ctx context.Context) ([]uint32, netip.AddrPort, error)
 }
@@ -425,7 +425,7 @@ func (s *Server) putConnectKeys(rt ConnectKeyRuntime) http.HandlerFunc {
 		}
 		keys, server, field, err := parseConnectKeys(&push)
 		if err == nil {
-			if _, err = token.NewKeys(keys); err != nil {
+			if _, err = connecttoken.NewKeys(keys); err != nil {
 				field = "keys"
 			}
 		}
@@ -450,18 +450,18 @@ func (s *Server) putConnectKeys(rt ConnectKeyRuntime) http.HandlerFunc {
 	}
 }
 
-// parseConnectKeys checks a push's shape: 1 to token.MaxKeys keys of token.KeyBytes bytes, and
+// parseConnectKeys checks a push's shape: 1 to connecttoken.MaxKeys keys of connecttoken.KeyBytes bytes, and
 // an address and a port. It names the refused field.
-func parseConnectKeys(p *netcode.ConnectKeysPush) ([]token.Key, netip.AddrPort, string, error) {
-	if len(p.Keys) == 0 || len(p.Keys) > token.MaxKeys {
-		return nil, netip.AddrPort{}, "keys", fmt.Errorf("%d keys, want 1 to %d", len(p.Keys), token.MaxKeys)
+func parseConnectKeys(p *netcode.ConnectKeysPush) ([]connecttoken.Key, netip.AddrPort, string, error) {
+	if len(p.Keys) == 0 || len(p.Keys) > connecttoken.MaxKeys {
+		return nil, netip.AddrPort{}, "keys", fmt.Errorf("%d keys, want 1 to %d", len(p.Keys), connecttoken.MaxKeys)
 	}
-	keys := make([]token.Key, len(p.Keys))
+	keys := make([]connecttoken.Key, len(p.Keys))
 	for i, k := range p.Keys {
-		if len(k.Secret) != token.KeyBytes {
-			return nil, netip.AddrPort{}, fmt.Sprintf("keys[%d].secret", i), fmt.Errorf("key %d is %d bytes, want %d", k.ID, len(k.Secret), token.KeyBytes)
+		if len(k.Secret) != connecttoken.KeyBytes {
+			return nil, netip.AddrPort{}, fmt.Sprintf("keys[%d].secret", i), fmt.Errorf("key %d is %d bytes, want %d", k.ID, len(k.Secret), connecttoken.KeyBytes)
 		}
-		keys[i] = token.Key{ID: k.ID, Secret: [token.KeyBytes]byte(k.Secret)}
+		keys[i] = connecttoken.Key{ID: k.ID, Secret: [connecttoken.KeyBytes]byte(k.Secret)}
 	}
 	server, err := netip.ParseAddrPort(p.Server)
 	if err != nil || server.Port() == 0 {

@@ -12,20 +12,20 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/netfleet/netfleet/api/connecttoken"
 	"github.com/netfleet/netfleet/api/netcode"
-	"github.com/netfleet/netfleet/gameserver/token"
 )
 
 // keysRuntime is a fakeRuntime that also holds connect keys, as the broadcaster does.
 type keysRuntime struct {
 	fakeRuntime
 	kmu    sync.Mutex
-	keys   []token.Key
+	keys   []connecttoken.Key
 	server netip.AddrPort
 	sets   int
 }
 
-func (k *keysRuntime) SetConnectKeys(_ context.Context, keys []token.Key, server netip.AddrPort) error {
+func (k *keysRuntime) SetConnectKeys(_ context.Context, keys []connecttoken.Key, server netip.AddrPort) error {
 	k.kmu.Lock()
 	defer k.kmu.Unlock()
 	k.keys, k.server = keys, server
@@ -71,8 +71,8 @@ func TestConnectKeys(t *testing.T) {
 	if code != http.StatusOK || !strings.Contains(string(body), `"keyIds":[]`) {
 		t.Fatalf("GET before any push: %d %s", code, body)
 	}
-	k1 := netcode.ConnectKey{ID: 1, Secret: secret(1, token.KeyBytes)}
-	k2 := netcode.ConnectKey{ID: 2, Secret: secret(2, token.KeyBytes)}
+	k1 := netcode.ConnectKey{ID: 1, Secret: secret(1, connecttoken.KeyBytes)}
+	k2 := netcode.ConnectKey{ID: 2, Secret: secret(2, connecttoken.KeyBytes)}
 	good := keysBody("10.1.2.3:7777", k2, k1)
 	if code, body, _ := do(t, http.MethodPut, url, "", good); code != http.StatusUnauthorized || rt.sets != 0 {
 		t.Fatalf("PUT without the bearer token: %d %s", code, body)
@@ -82,7 +82,7 @@ func TestConnectKeys(t *testing.T) {
 	if err := json.Unmarshal(body, &st); code != http.StatusOK || err != nil || fmt.Sprint(st.KeyIDs) != "[2 1]" || st.Server != "10.1.2.3:7777" {
 		t.Fatalf("PUT: %d %s", code, body)
 	}
-	if rt.keys[0].Secret != [token.KeyBytes]byte(k2.Secret) {
+	if rt.keys[0].Secret != [connecttoken.KeyBytes]byte(k2.Secret) {
 		t.Fatal("the signing key's secret did not arrive")
 	}
 
@@ -91,10 +91,10 @@ func TestConnectKeys(t *testing.T) {
 		body        []byte
 	}{
 		{"no keys", "keys", keysBody("10.1.2.3:7777")},
-		{"three keys", "keys", keysBody("10.1.2.3:7777", k1, k2, netcode.ConnectKey{ID: 3, Secret: secret(3, token.KeyBytes)})},
+		{"three keys", "keys", keysBody("10.1.2.3:7777", k1, k2, netcode.ConnectKey{ID: 3, Secret: secret(3, connecttoken.KeyBytes)})},
 		{"a short key", "keys[1].secret", keysBody("10.1.2.3:7777", k1, netcode.ConnectKey{ID: 2, Secret: secret(2, 16)})},
-		{"two keys of one id", "keys", keysBody("10.1.2.3:7777", k1, netcode.ConnectKey{ID: 1, Secret: secret(9, token.KeyBytes)})},
-		{"an all-zero key", "keys", keysBody("10.1.2.3:7777", netcode.ConnectKey{ID: 4, Secret: secret(0, token.KeyBytes)})},
+		{"two keys of one id", "keys", keysBody("10.1.2.3:7777", k1, netcode.ConnectKey{ID: 1, Secret: secret(9, connecttoken.KeyBytes)})},
+		{"an all-zero key", "keys", keysBody("10.1.2.3:7777", netcode.ConnectKey{ID: 4, Secret: secret(0, connecttoken.KeyBytes)})},
 		{"a host name", "server", keysBody("gs.example.com:7777", k1)},
 		{"no port", "server", keysBody("10.1.2.3", k1)},
 		{"port 0", "server", keysBody("10.1.2.3:0", k1)},

@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/netfleet/netfleet/api/connecttoken"
 	"github.com/netfleet/netfleet/api/netcode"
 	"github.com/netfleet/netfleet/gameserver/enet"
 	"github.com/netfleet/netfleet/gameserver/entity"
@@ -19,7 +20,6 @@ import (
 	"github.com/netfleet/netfleet/gameserver/protocol"
 	"github.com/netfleet/netfleet/gameserver/session"
 	"github.com/netfleet/netfleet/gameserver/snapshot"
-	"github.com/netfleet/netfleet/gameserver/token"
 )
 
 // Transport constants.
@@ -137,10 +137,10 @@ type Broadcaster struct {
 	closeBuf  []byte
 	handshake uint64 // peers disconnected for a missing or malformed HELLO
 	mismatch  uint64 // peers refused for another schema
-	tokens    *token.Verifier
+	tokens    *connecttoken.Verifier
 	hasKeys   atomic.Bool // the verifier holds keys (they are never removed)
 	tokenOK   uint64      // tokens admitted
-	tokenBad  [token.NumReasons]uint64
+	tokenBad  [connecttoken.NumReasons]uint64
 	live      int
 	states    *session.StatePool
 	policy    session.StatePolicy
@@ -254,7 +254,7 @@ func New(opts Options) (*Broadcaster, error) {
 		clock:    time.Now(),
 		created:  limits,
 		obs:      newObserver(opts, opts.MaxPeers),
-		tokens:   token.NewVerifier(0),
+		tokens:   connecttoken.NewVerifier(0),
 	}
 	if ct := opts.ConnectTokens; ct != nil {
 		if err := b.installTokens(ct); err != nil {
@@ -532,7 +532,7 @@ func (b *Broadcaster) checkToken(p enet.Peer, tok []byte) (string, bool) {
 		return "", true
 	}
 	player, why := b.tokens.Verify(tok, p.Address(), time.Now())
-	if why != token.OK {
+	if why != connecttoken.OK {
 		b.tokenBad[why]++
 		b.refuseWith(p, why.CloseCode(), why.Message())
 		return "", false

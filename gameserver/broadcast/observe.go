@@ -3,9 +3,9 @@ package broadcast
 import (
 	"time"
 
+	"github.com/netfleet/netfleet/api/connecttoken"
 	"github.com/netfleet/netfleet/gameserver/enet"
 	"github.com/netfleet/netfleet/gameserver/session"
-	"github.com/netfleet/netfleet/gameserver/token"
 )
 
 // Second is the server's state as the tick loop publishes it once per second (Options.OnSecond),
@@ -36,9 +36,9 @@ type Second struct {
 	// (4002), SchemaRefusals those whose HELLO named another schema (4004).
 	HandshakeRefusals, SchemaRefusals uint64
 	// TokensAccepted counts the connect tokens admitted; TokenRefusals the tokens refused, by
-	// reason (token.Reason: index 0, OK, stays 0).
+	// reason (connecttoken.Reason: index 0, OK, stays 0).
 	TokensAccepted uint64
-	TokenRefusals  [token.NumReasons]uint64
+	TokenRefusals  [connecttoken.NumReasons]uint64
 	// Overloaded reports overload mode; OverloadSpans counts the times it was entered.
 	Overloaded    bool
 	OverloadSpans uint64

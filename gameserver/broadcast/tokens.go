@@ -7,7 +7,7 @@ import (
 	"net/netip"
 	"slices"
 
-	"github.com/netfleet/netfleet/gameserver/token"
+	"github.com/netfleet/netfleet/api/connecttoken"
 )
 
 // ConnectTokens is what the server checks connect tokens with: the fleet's keys (the signing key
@@ -15,7 +15,7 @@ import (
 // published at, which a token must name, and the uid of the allocation the server runs ("" for
 // none).
 type ConnectTokens struct {
-	Keys       []token.Key
+	Keys       []connecttoken.Key
 	Server     netip.AddrPort
 	Allocation string
 }
@@ -25,7 +25,7 @@ var errNoServer = errors.New("broadcast: connect tokens need the server's publis
 
 // installTokens installs ct's keys and address into the verifier; on the tick loop, or before Run.
 func (b *Broadcaster) installTokens(ct *ConnectTokens) error {
-	ks, err := token.NewKeys(ct.Keys)
+	ks, err := connecttoken.NewKeys(ct.Keys)
 	if err != nil {
 		return fmt.Errorf("broadcast: %w", err)
 	}
@@ -41,11 +41,11 @@ func (b *Broadcaster) installTokens(ct *ConnectTokens) error {
 // SetConnectKeys replaces the connect-token keys (the signing key first, then during a rotation
 // the key it replaced) and the server's published address between two ticks. Sessions that joined
 // keep running; the tokens admitted so far stay remembered, so a replay is refused across a
-// rotation too. It refuses an empty key set, more than token.MaxKeys keys, duplicate ids and a
+// rotation too. It refuses an empty key set, more than connecttoken.MaxKeys keys, duplicate ids and a
 // missing address, and then changes nothing. It implements admin.ConnectKeyRuntime.
-func (b *Broadcaster) SetConnectKeys(ctx context.Context, keys []token.Key, server netip.AddrPort) error {
+func (b *Broadcaster) SetConnectKeys(ctx context.Context, keys []connecttoken.Key, server netip.AddrPort) error {
 	ct := ConnectTokens{Keys: keys, Server: server}
-	if _, err := token.NewKeys(ct.Keys); err != nil {
+	if _, err := connecttoken.NewKeys(ct.Keys); err != nil {
 		return fmt.Errorf("broadcast: %w", err)
 	}
 	if !ct.Server.IsValid() || ct.Server.Port() == 0 {

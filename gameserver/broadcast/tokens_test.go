@@ -11,18 +11,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/netfleet/netfleet/api/connecttoken"
 	"github.com/netfleet/netfleet/api/netcode"
 	"github.com/netfleet/netfleet/gameserver/client"
 	"github.com/netfleet/netfleet/gameserver/demo"
 	"github.com/netfleet/netfleet/gameserver/enet"
 	"github.com/netfleet/netfleet/gameserver/game"
 	"github.com/netfleet/netfleet/gameserver/protocol"
-	"github.com/netfleet/netfleet/gameserver/token"
 )
 
 var (
-	testKey      = token.Key{ID: 7, Secret: [token.KeyBytes]byte{0x5e, 0xc2, 0xe7}}
-	testNextKey  = token.Key{ID: 8, Secret: [token.KeyBytes]byte{0x11, 0x22}}
+	testKey      = connecttoken.Key{ID: 7, Secret: [connecttoken.KeyBytes]byte{0x5e, 0xc2, 0xe7}}
+	testNextKey  = connecttoken.Key{ID: 8, Secret: [connecttoken.KeyBytes]byte{0x11, 0x22}}
 	testAlloc    = "5f0c7a2e-9d3b-4c1e-8a6f-2b7d9e4c1a30"
 	tokenModeCfg = func(mode netcode.ConnectTokenMode) netcode.NetcodeConfig {
 		return netcode.NetcodeConfig{ConnectTokens: netcode.ConnectTokensConfig{Mode: mode}}
@@ -36,7 +36,7 @@ func startTokenServer(t *testing.T, mode netcode.ConnectTokenMode) (*Broadcaster
 	b, g := startRecorder(t, netcode.NetcodeConfig{})
 	ctx, cancel := context.WithTimeout(context.Background(), testDeadline)
 	defer cancel()
-	if err := b.SetConnectKeys(ctx, []token.Key{testKey}, b.Address()); err != nil {
+	if err := b.SetConnectKeys(ctx, []connecttoken.Key{testKey}, b.Address()); err != nil {
 		t.Fatal(err)
 	}
 	if err := b.SetAllocations(ctx, testAlloc); err != nil {
@@ -49,9 +49,9 @@ func startTokenServer(t *testing.T, mode netcode.ConnectTokenMode) (*Broadcaster
 }
 
 // issueFor issues a token of player for the server at addr, with allocation and deadline.
-func issueFor(t testing.TB, k *token.Key, addr netip.AddrPort, allocation, player string, deadline time.Time) []byte {
+func issueFor(t testing.TB, k *connecttoken.Key, addr netip.AddrPort, allocation, player string, deadline time.Time) []byte {
 	t.Helper()
-	tok, err := token.Issue(nil, k, &token.Claims{Server: addr, Allocation: allocation, Player: player, Deadline: deadline})
+	tok, err := connecttoken.Issue(nil, k, &connecttoken.Claims{Server: addr, Allocation: allocation, Player: player, Deadline: deadline})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,13 +86,13 @@ func TestConnectTokensRequired(t *testing.T) {
 		tok  []byte
 		code uint32
 	}{
-		{"no token", nil, token.CloseMissing},
-		{"malformed", []byte("not a token"), token.CloseInvalid},
-		{"forged", forged, token.CloseInvalid},
-		{"signed with another key", issueFor(t, &testNextKey, addr, testAlloc, "mallory", soon), token.CloseInvalid},
-		{"expired", issueFor(t, &testKey, addr, testAlloc, "bob", time.Now().Add(-time.Second)), token.CloseExpired},
-		{"another server", issueFor(t, &testKey, otherPort, testAlloc, "carol", soon), token.CloseWrongServer},
-		{"another allocation", issueFor(t, &testKey, addr, "another-allocation", "dave", soon), token.CloseWrongAllocation},
+		{"no token", nil, connecttoken.CloseMissing},
+		{"malformed", []byte("not a token"), connecttoken.CloseInvalid},
+		{"forged", forged, connecttoken.CloseInvalid},
+		{"signed with another key", issueFor(t, &testNextKey, addr, testAlloc, "mallory", soon), connecttoken.CloseInvalid},
+		{"expired", issueFor(t, &testKey, addr, testAlloc, "bob", time.Now().Add(-time.Second)), connecttoken.CloseExpired},
+		{"another server", issueFor(t, &testKey, otherPort, testAlloc, "carol", soon), connecttoken.CloseWrongServer},
+		{"another allocation", issueFor(t, &testKey, addr, "another-allocation", "dave", soon), connecttoken.CloseWrongAllocation},
 	}
 	alice := tokenBot(t, addr, 1, good)
 	bots := swarm{alice}
@@ -118,7 +118,7 @@ func TestConnectTokensRequired(t *testing.T) {
 				name, bt.code, closed, bt.cl.Len(), code)
 		}
 	}
-	check("the token replayed from another address", replay, token.CloseReplayed)
+	check("the token replayed from another address", replay, connecttoken.CloseReplayed)
 	for i, tc := range cases {
 		check(tc.name, bots[2+i], tc.code)
 	}
@@ -128,10 +128,10 @@ func TestConnectTokensRequired(t *testing.T) {
 	}
 	var live int
 	var ok uint64
-	var bad [token.NumReasons]uint64
+	var bad [connecttoken.NumReasons]uint64
 	inLoop(t, b, func() { live, ok, bad = b.live, b.tokenOK, b.tokenBad })
-	want := [token.NumReasons]uint64{token.Missing: 1, token.Malformed: 1, token.Forged: 2, token.Expired: 1,
-		token.WrongServer: 1, token.WrongAllocation: 1, token.Replayed: 1}
+	want := [connecttoken.NumReasons]uint64{connecttoken.Missing: 1, connecttoken.Malformed: 1, connecttoken.Forged: 2, connecttoken.Expired: 1,
+		connecttoken.WrongServer: 1, connecttoken.WrongAllocation: 1, connecttoken.Replayed: 1}
 	if live != 1 || ok != 1 || bad != want {
 		t.Errorf("%d live sessions, %d tokens accepted, refusals %v; want 1, 1, %v", live, ok, bad, want)
 	}
@@ -155,7 +155,7 @@ func TestConnectTokensModes(t *testing.T) {
 	expired := tokenBot(t, addr, 3, issueFor(t, &testKey, addr, testAlloc, "frank", time.Now().Add(-time.Second)))
 	bots := swarm{plain, withToken, expired}
 	bots.until(t, "optional mode", func() bool { return plain.cl.Len() > 0 && withToken.cl.Len() > 0 && expired.down })
-	if expired.code != token.CloseExpired {
+	if expired.code != connecttoken.CloseExpired {
 		t.Errorf("an expired token in Optional mode: %d", expired.code)
 	}
 	ids := func() map[uint32]string {
@@ -197,10 +197,10 @@ func TestConnectTokensModes(t *testing.T) {
 	if netcode.FirstField(errors.Unwrap(err)) != "connectTokens.mode" {
 		t.Errorf("New with Optional and no keys: %v", err)
 	}
-	if err := bare.SetConnectKeys(ctx, []token.Key{testKey}, netip.AddrPort{}); err == nil {
+	if err := bare.SetConnectKeys(ctx, []connecttoken.Key{testKey}, netip.AddrPort{}); err == nil {
 		t.Error("keys without the server's address were taken")
 	}
-	if err := bare.SetConnectKeys(ctx, []token.Key{testKey, testKey}, bare.Address()); err == nil {
+	if err := bare.SetConnectKeys(ctx, []connecttoken.Key{testKey, testKey}, bare.Address()); err == nil {
 		t.Error("two keys of one id were taken")
 	}
 	if ids, _, _ := bare.ConnectKeys(ctx); ids != nil {
@@ -217,7 +217,7 @@ func TestConnectTokenRotation(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), testDeadline)
 	defer cancel()
 	oldTok := issueFor(t, &testKey, addr, testAlloc, "old", soon)
-	if err := b.SetConnectKeys(ctx, []token.Key{testNextKey, testKey}, addr); err != nil {
+	if err := b.SetConnectKeys(ctx, []connecttoken.Key{testNextKey, testKey}, addr); err != nil {
 		t.Fatal(err)
 	}
 	if ids, server, _ := b.ConnectKeys(ctx); !slices.Equal(ids, []uint32{8, 7}) || server != addr {
@@ -227,13 +227,13 @@ func TestConnectTokenRotation(t *testing.T) {
 	c := tokenBot(t, addr, 2, issueFor(t, &testNextKey, addr, testAlloc, "new", soon))
 	bots := swarm{a, c}
 	bots.until(t, "both keys admit", func() bool { return a.cl.Len() > 0 && c.cl.Len() > 0 })
-	if err := b.SetConnectKeys(ctx, []token.Key{testNextKey}, addr); err != nil {
+	if err := b.SetConnectKeys(ctx, []connecttoken.Key{testNextKey}, addr); err != nil {
 		t.Fatal(err)
 	}
 	late := tokenBot(t, addr, 3, issueFor(t, &testKey, addr, testAlloc, "late", soon))
 	bots = append(bots, late)
 	bots.until(t, "the retired key refused", func() bool { return late.down })
-	if late.code != token.CloseInvalid || a.down || c.down {
+	if late.code != connecttoken.CloseInvalid || a.down || c.down {
 		t.Errorf("retired key: %d; players down: %v %v", late.code, a.down, c.down)
 	}
 }
@@ -257,7 +257,7 @@ func TestConnectTokenFlood(t *testing.T) {
 		}
 	}
 	b := startServer(t, Options{Game: g, Store: g.st, MaxPeers: 64, InterestRadius: 150,
-		ConnectTokens: &ConnectTokens{Keys: []token.Key{testKey}, Allocation: testAlloc,
+		ConnectTokens: &ConnectTokens{Keys: []connecttoken.Key{testKey}, Allocation: testAlloc,
 			Server: netip.MustParseAddrPort("127.0.0.1:1")}, // the address is set below, once bound
 		Netcode: netcode.MustResolve(tokenModeCfg(netcode.ConnectTokensRequired)),
 		OnTick: func(ts TickStats) {
@@ -268,7 +268,7 @@ func TestConnectTokenFlood(t *testing.T) {
 	addr := b.Address()
 	ctx, cancel := context.WithTimeout(context.Background(), testDeadline)
 	defer cancel()
-	if err := b.SetConnectKeys(ctx, []token.Key{testKey}, addr); err != nil {
+	if err := b.SetConnectKeys(ctx, []connecttoken.Key{testKey}, addr); err != nil {
 		t.Fatal(err)
 	}
 	soon := time.Now().Add(time.Minute)
@@ -289,7 +289,7 @@ func TestConnectTokenFlood(t *testing.T) {
 	// The flood: 16 source addresses (127.0.0.10 to .25), each connecting 4 clients at a time
 	// with a valid-looking token of a key the server does not hold, for 3 seconds.
 	const sources, perSource, floodFor = 16, 4, 3 * time.Second
-	forger := token.Key{ID: testKey.ID, Secret: [token.KeyBytes]byte{0xba, 0xd}}
+	forger := connecttoken.Key{ID: testKey.ID, Secret: [connecttoken.KeyBytes]byte{0xba, 0xd}}
 	forged := issueFor(t, &forger, addr, testAlloc, "intruder", soon)
 	mu.Lock()
 	cpu = cpu[:0]
@@ -346,7 +346,7 @@ func TestConnectTokenFlood(t *testing.T) {
 					a.up = true
 					_ = a.peer.Send(ChannelReliable, hello, enet.Reliable)
 				case enet.EventDisconnect:
-					if ev.Data == token.CloseInvalid {
+					if ev.Data == connecttoken.CloseInvalid {
 						refused++
 					}
 					done = true
@@ -369,7 +369,7 @@ func TestConnectTokenFlood(t *testing.T) {
 	elapsed := time.Since(start)
 	var sessions int
 	var forgedCount uint64
-	inLoop(t, b, func() { sessions, forgedCount = b.live, b.tokenBad[token.Forged] })
+	inLoop(t, b, func() { sessions, forgedCount = b.live, b.tokenBad[connecttoken.Forged] })
 	t.Logf("%d connection attempts with forged tokens in %v, %d refused with 4006 (%d counted)", attempts, elapsed.Round(time.Millisecond), refused, forgedCount)
 	if sessions != len(players) {
 		t.Errorf("%d sessions during the flood, want the %d players'", sessions, len(players))
@@ -405,7 +405,7 @@ func TestConnectTokenFlood(t *testing.T) {
 // handshakes per second and the server's CPU time per handshake on its tick thread (servicing the
 // transport and running the ticks, from TickStats), so the token's share of a connect attempt
 // shows even where the tick bounds the rate (the check alone is BenchmarkVerify in
-// gameserver/token).
+// api/connecttoken).
 func BenchmarkConnectTokens(b *testing.B) {
 	const inFlight = 32
 	for _, mode := range []netcode.ConnectTokenMode{netcode.ConnectTokensDisabled, netcode.ConnectTokensRequired} {
@@ -417,7 +417,7 @@ func BenchmarkConnectTokens(b *testing.B) {
 			var mu sync.Mutex
 			var cpu time.Duration
 			opts := playing(b, demo.Config{Population: 200}, false, Options{MaxPeers: 2 * inFlight,
-				ConnectTokens: &ConnectTokens{Keys: []token.Key{testKey}, Allocation: testAlloc, Server: netip.MustParseAddrPort("127.0.0.1:1")},
+				ConnectTokens: &ConnectTokens{Keys: []connecttoken.Key{testKey}, Allocation: testAlloc, Server: netip.MustParseAddrPort("127.0.0.1:1")},
 				OnTick: func(ts TickStats) {
 					mu.Lock()
 					cpu += ts.CPU + ts.ServiceCPU
@@ -427,7 +427,7 @@ func BenchmarkConnectTokens(b *testing.B) {
 			addr := srv.Address()
 			ctx, cancel := context.WithTimeout(context.Background(), testDeadline)
 			defer cancel()
-			if err := srv.SetConnectKeys(ctx, []token.Key{testKey}, addr); err != nil {
+			if err := srv.SetConnectKeys(ctx, []connecttoken.Key{testKey}, addr); err != nil {
 				b.Fatal(err)
 			}
 			if err := srv.Apply(ctx, netcode.MustResolve(nc)); err != nil {

@@ -7,12 +7,12 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/netfleet/netfleet/api/connecttoken"
 	"github.com/netfleet/netfleet/api/netcode"
 	"github.com/netfleet/netfleet/gameserver/broadcast"
 	"github.com/netfleet/netfleet/gameserver/enet"
 	"github.com/netfleet/netfleet/gameserver/protocol"
 	"github.com/netfleet/netfleet/gameserver/session"
-	"github.com/netfleet/netfleet/gameserver/token"
 )
 
 // Buckets of the histograms.
@@ -116,7 +116,7 @@ type snapshot struct {
 	gameErrors  uint64
 	handshake   [2]uint64 // no or malformed HELLO, another schema
 	tokensOK    uint64
-	tokensBad   [token.NumReasons]uint64
+	tokensBad   [connecttoken.NumReasons]uint64
 	overloaded  bool
 	spans       uint64
 }
@@ -445,7 +445,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	counter(d.handshake, s.handshake[0], "handshake")
 	counter(d.handshake, s.handshake[1], "schema")
 	counter(d.tokensOK, s.tokensOK)
-	for r := token.OK + 1; r < token.NumReasons; r++ {
+	for r := connecttoken.OK + 1; r < connecttoken.NumReasons; r++ {
 		counter(d.tokensBad, s.tokensBad[r], r.String())
 	}
 	counter(d.txBytes, s.transport.SentBytes)

@@ -1,4 +1,4 @@
-// Package token issues and verifies netfleet's connect tokens.
+// Package connecttoken issues and verifies netfleet's connect tokens.
 //
 // A connect token lets one player join one match: the operator signs it when it allocates a game
 // server, the matchmaker hands it to the player, the player's client sends it in its HELLO, and
@@ -40,8 +40,9 @@
 // channel, and an attacker who can rewrite a player's packets can act as that player.
 //
 // The package does no I/O; the Verifier's Verify allocates nothing. The operator issues tokens
-// with Issue; the game server's loop checks them with a Verifier.
-package token
+// with Issue; the game server's loop checks them with a Verifier. It imports nothing of netfleet,
+// so the operator links no game-server package.
+package connecttoken
 
 import (
 	"crypto/hmac"
@@ -53,8 +54,6 @@ import (
 	"net/netip"
 	"time"
 	"unicode/utf8"
-
-	"github.com/netfleet/netfleet/gameserver/protocol"
 )
 
 const (
@@ -180,13 +179,13 @@ func (r Reason) String() string {
 
 // The close codes of the refusals (docs/protocol.md, close codes).
 const (
-	CloseMissing         = protocol.CloseTokenMissing
-	CloseInvalid         = protocol.CloseTokenInvalid // malformed or forged
-	CloseExpired         = protocol.CloseTokenExpired
-	CloseWrongServer     = protocol.CloseTokenWrongServer
-	CloseWrongAllocation = protocol.CloseTokenWrongAllocation
-	CloseReplayed        = protocol.CloseTokenReplayed
-	closeTryLater        = protocol.CloseStalled
+	CloseMissing         = 4005
+	CloseInvalid         = 4006 // malformed or forged
+	CloseExpired         = 4007
+	CloseWrongServer     = 4008
+	CloseWrongAllocation = 4009
+	CloseReplayed        = 4010
+	closeTryLater        = 1013 // the wire protocol's "try again later"
 )
 
 // CloseCode is the close code a client refused for r is disconnected with; 0 for OK.
