@@ -227,12 +227,15 @@ func TestSweepIfKilled(t *testing.T) {
 			_ = cmd.Wait()
 			_ = removeCgroups(name, killTimeout)
 		})
-		// Its process is in the cgroup once the prelude has run.
-		for range 100 {
+		// Its process is in the cgroup once the prelude has run: on a loaded machine that can take
+		// a while, and the checks below mean nothing before it.
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 			if pids, _ := cgroupPids(name); len(pids) > 0 {
 				break
 			}
-			time.Sleep(10 * time.Millisecond)
+			if time.Now().After(deadline) {
+				t.Fatalf("the process of %s did not join its cgroup within 30 s", name)
+			}
 		}
 		return cmd
 	}
