@@ -227,10 +227,12 @@ func TestSweepIfKilled(t *testing.T) {
 			_ = cmd.Wait()
 			_ = removeCgroups(name, killTimeout)
 		})
-		// Its process is in the cgroup once the prelude has run: on a loaded machine that can take
-		// a while, and the checks below mean nothing before it.
+		// Its process is in the cgroup, and runs bin, once the prelude has joined it and exec'd:
+		// on a loaded machine that can take a while, and the checks below mean nothing before it
+		// (a holder is told by its command's name).
 		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-			if pids, _ := cgroupPids(name); len(pids) > 0 {
+			comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", cmd.Process.Pid))
+			if pids, _ := cgroupPids(name); len(pids) > 0 && strings.TrimSpace(string(comm)) == filepath.Base(bin) {
 				break
 			}
 			if time.Now().After(deadline) {
