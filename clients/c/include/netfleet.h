@@ -311,6 +311,20 @@ NF_API int nf_decode_close(const uint8_t *data, size_t len, uint32_t *code,
 NF_API int nf_encode_hello(uint64_t schema_hash, const uint8_t *token, size_t token_len,
                            uint8_t *buf, size_t cap);
 
+/* nf_encode_ack writes an ACK: latest, the received bitmap (bit i: sequence latest - 1 - i), the
+ * last applied tick, Resync, and count (0..32) NeedFull ids. Returns the bytes written,
+ * NF_ERR_BUFFER or NF_ERR_ARGUMENT. nf_client_ack builds one from the client's state. */
+NF_API int nf_encode_ack(uint16_t latest, uint64_t received, uint32_t last_applied_tick, int resync,
+                         const uint16_t *need_full, size_t count, uint8_t *buf, size_t cap);
+
+/* nf_encode_ping writes a PING (9 bytes). Returns 9, NF_ERR_BUFFER or NF_ERR_ARGUMENT. */
+NF_API int nf_encode_ping(uint32_t client_time_ms, uint32_t last_applied_tick, uint8_t *buf, size_t cap);
+
+/* nf_encode_command writes a COMMAND of payload (0..255 bytes). Returns the bytes written,
+ * NF_ERR_BUFFER or NF_ERR_ARGUMENT. */
+NF_API int nf_encode_command(uint16_t seq, uint32_t tick, const uint8_t *payload, size_t len,
+                             uint8_t *buf, size_t cap);
+
 /* ------------------------------------------------------------------ close codes */
 
 #define NF_CLOSE_GOING_AWAY 1001

@@ -504,19 +504,10 @@ int nf_client_ack(nf_client *c, uint8_t *buf, size_t cap)
         return NF_ERR_ARGUMENT;
     if (!c->any)
         return 0;
-    size_t n = 17 + 2 * (size_t)c->nneed;
-    if (cap < n)
-        return NF_ERR_BUFFER;
-    buf[0] = NF_TYPE_BYTE(NF_MSG_ACK);
-    nf_wr16(buf + 1, c->latest);
-    nf_wr64(buf + 3, c->received);
-    nf_wr32(buf + 11, c->applied);
-    buf[15] = c->resync ? 1 : 0;
-    buf[16] = (uint8_t)c->nneed;
-    for (uint32_t i = 0; i < c->nneed; i++)
-        nf_wr16(buf + 17 + 2 * i, c->need[i]);
-    c->ack_due = 0;
-    return (int)n;
+    int n = nf_encode_ack(c->latest, c->received, c->applied, c->resync, c->need, c->nneed, buf, cap);
+    if (n > 0)
+        c->ack_due = 0;
+    return n;
 }
 
 int nf_client_ping_due(const nf_client *c, int64_t now)
@@ -526,34 +517,27 @@ int nf_client_ping_due(const nf_client *c, int64_t now)
 
 int nf_client_ping(nf_client *c, int64_t now, uint8_t *buf, size_t cap)
 {
-    if (!c || !buf)
+    if (!c)
         return NF_ERR_ARGUMENT;
-    if (cap < NF_PING_BYTES)
-        return NF_ERR_BUFFER;
-    buf[0] = NF_TYPE_BYTE(NF_MSG_PING);
-    nf_wr32(buf + 1, (uint32_t)now);
-    nf_wr32(buf + 5, c->applied);
-    c->pinged = 1;
-    c->last_ping_ms = now;
-    return NF_PING_BYTES;
+    int n = nf_encode_ping((uint32_t)now, c->applied, buf, cap);
+    if (n > 0) {
+        c->pinged = 1;
+        c->last_ping_ms = now;
+    }
+    return n;
 }
 
 int nf_client_command(nf_client *c, const uint8_t *payload, size_t len, uint8_t *buf, size_t cap, uint16_t *seq)
 {
-    if (!c || !buf || len > NF_MAX_COMMAND_PAYLOAD || (len && !payload))
+    if (!c)
         return NF_ERR_ARGUMENT;
-    if (cap < 8 + len)
-        return NF_ERR_BUFFER;
-    buf[0] = NF_TYPE_BYTE(NF_MSG_COMMAND);
-    nf_wr16(buf + 1, c->cmd_seq);
-    nf_wr32(buf + 3, c->applied);
-    buf[7] = (uint8_t)len;
-    if (len)
-        memcpy(buf + 8, payload, len);
+    int n = nf_encode_command(c->cmd_seq, c->applied, payload, len, buf, cap);
+    if (n < 0)
+        return n;
     if (seq)
         *seq = c->cmd_seq;
     c->cmd_seq++;
-    return (int)(8 + len);
+    return n;
 }
 
 int nf_client_input_ack(const nf_client *c, uint16_t *seq)

@@ -113,3 +113,49 @@ int nf_close_retry(uint32_t code)
     const close_code *c = find_code(code);
     return c ? c->retry : 0;
 }
+
+int nf_encode_ack(uint16_t latest, uint64_t received, uint32_t last_applied_tick, int resync,
+                  const uint16_t *need_full, size_t count, uint8_t *buf, size_t cap)
+{
+    if (!buf || count > NF_MAX_NEED_FULL || (count && !need_full))
+        return NF_ERR_ARGUMENT;
+    size_t n = 17 + 2 * count;
+    if (cap < n)
+        return NF_ERR_BUFFER;
+    buf[0] = NF_TYPE_BYTE(NF_MSG_ACK);
+    nf_wr16(buf + 1, latest);
+    nf_wr64(buf + 3, received);
+    nf_wr32(buf + 11, last_applied_tick);
+    buf[15] = resync ? 1 : 0;
+    buf[16] = (uint8_t)count;
+    for (size_t i = 0; i < count; i++)
+        nf_wr16(buf + 17 + 2 * i, need_full[i]);
+    return (int)n;
+}
+
+int nf_encode_ping(uint32_t client_time_ms, uint32_t last_applied_tick, uint8_t *buf, size_t cap)
+{
+    if (!buf)
+        return NF_ERR_ARGUMENT;
+    if (cap < NF_PING_BYTES)
+        return NF_ERR_BUFFER;
+    buf[0] = NF_TYPE_BYTE(NF_MSG_PING);
+    nf_wr32(buf + 1, client_time_ms);
+    nf_wr32(buf + 5, last_applied_tick);
+    return NF_PING_BYTES;
+}
+
+int nf_encode_command(uint16_t seq, uint32_t tick, const uint8_t *payload, size_t len, uint8_t *buf, size_t cap)
+{
+    if (!buf || len > NF_MAX_COMMAND_PAYLOAD || (len && !payload))
+        return NF_ERR_ARGUMENT;
+    if (cap < 8 + len)
+        return NF_ERR_BUFFER;
+    buf[0] = NF_TYPE_BYTE(NF_MSG_COMMAND);
+    nf_wr16(buf + 1, seq);
+    nf_wr32(buf + 3, tick);
+    buf[7] = (uint8_t)len;
+    if (len)
+        memcpy(buf + 8, payload, len);
+    return (int)(8 + len);
+}

@@ -47,7 +47,7 @@ void nf_field_read(nf_bits *r, const nf_field *f, uint32_t *words)
         words[f->word + b / 4] |= nf_bits_read(r, 8) << (8 * (b % 4));
 }
 
-/* field_value is a non-bytes field's wire value in words. */
+/* field_valid: whether a non-bytes field's wire value is one of its values. */
 static int field_valid(const nf_field *f, uint32_t v)
 {
     return f->limit == 0 || (f->type == NF_FIELD_ENUM ? v < f->limit : v <= f->limit);
@@ -55,7 +55,8 @@ static int field_valid(const nf_field *f, uint32_t v)
 
 static int32_t read_code(nf_bits *r, const unsigned *widths, int n)
 {
-    /* n prefix forms: '0', '10', '110', ... the last with no terminating 0. */
+    /* n forms after the prefix read so far: '0' + widths[0], '10' + widths[1], ..., the last
+     * one without its terminating 0. */
     for (int i = 0; i < n - 1; i++)
         if (!nf_bits_bit(r))
             return nf_unzigzag(nf_bits_read(r, widths[i]));
@@ -114,7 +115,7 @@ int nf_snapshot_next(nf_snapshot_reader *sr, nf_record *rec)
         if (nf_bits_bit(&r)) {
             rec->changed |= NF_DELTA_POS;
             for (int i = 0; i < 3; i++)
-                rec->delta_pos[i] = read_code(&r, pos_widths, 5) ;
+                rec->delta_pos[i] = nf_bits_bit(&r) ? read_code(&r, pos_widths, 4) : 0;
         }
         if (nf_bits_bit(&r)) {
             if (nf_bits_bit(&r)) {
@@ -129,7 +130,7 @@ int nf_snapshot_next(nf_snapshot_reader *sr, nf_record *rec)
         if (nf_bits_bit(&r)) {
             rec->changed |= NF_DELTA_VEL;
             for (int i = 0; i < 3; i++)
-                rec->delta_vel[i] = read_code(&r, vel_widths, 4);
+                rec->delta_vel[i] = nf_bits_bit(&r) ? read_code(&r, vel_widths, 3) : 0;
         }
         if (sr->schema->has_fields && nf_bits_bit(&r)) {
             uint32_t n = nf_bits_bit(&r) ? nf_bits_read(&r, 11) : nf_bits_read(&r, 6);
