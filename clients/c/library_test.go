@@ -19,3 +19,22 @@ func TestCLibrary(t *testing.T) {
 	}
 	t.Logf("%s", out)
 }
+
+// TestPythonCtypes drives the shared library from Python's ctypes (python/test_ctypes.py), a
+// foreign FFI like Unity's P/Invoke: the schema registered as a table of structs, an allocator
+// given as callbacks, the golden SNAPSHOT and CLOSE applied and read through the typed
+// accessors.
+func TestPythonCtypes(t *testing.T) {
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skipf("no python3: %v", err)
+	}
+	if out, err := exec.Command("make", "--no-print-directory", "lib").CombinedOutput(); err != nil {
+		t.Fatalf("make lib: %v\n%s", err, out)
+	}
+	out, err := exec.Command(py, "-m", "unittest", "discover", "-v", "-s", "python", "-p", "test_*.py").CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	t.Logf("%s", out)
+}
