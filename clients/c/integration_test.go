@@ -312,7 +312,8 @@ func startCBot(t *testing.T, addr netip.AddrPort, schema string, clients int) *c
 	t.Cleanup(func() {
 		_, _ = io.WriteString(stdin, "quit\n")
 		_ = stdin.Close()
-		for range b.events { //nolint:revive // drain until the bot exits
+		for ev := range b.events { // until the bot exits
+			_ = ev
 		}
 		if err := cmd.Wait(); err != nil {
 			t.Errorf("C bot: %v", err)

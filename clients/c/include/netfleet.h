@@ -525,6 +525,7 @@ NF_API int nf_conn_command(nf_conn *c, const uint8_t *payload, size_t len, int r
  * it to acknowledge; the connection is closed afterwards. */
 NF_API void nf_conn_disconnect(nf_conn *c, uint32_t timeout_ms);
 
+/* nf_conn_get_state: where the connection is (NF_CONN_CLOSED for NULL). */
 NF_API nf_conn_state nf_conn_get_state(const nf_conn *c);
 
 /* nf_conn_close_code: the close code the server's disconnect carried (0 while not closed, or
