@@ -276,14 +276,15 @@ type cBot struct {
 	events chan botEvent
 }
 
-func startCBot(t *testing.T, addr netip.AddrPort, schema string, clients int) *cBot {
+func startCBot(t *testing.T, addr netip.AddrPort, schema string, clients int, flags ...string) *cBot {
 	t.Helper()
 	bin, err := buildOnce()
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, "--host", addr.Addr().String(), "--port", strconv.Itoa(int(addr.Port())),
-		"--schema", schema, "--clients", strconv.Itoa(clients))
+	args := append([]string{"--host", addr.Addr().String(), "--port", strconv.Itoa(int(addr.Port())),
+		"--schema", schema, "--clients", strconv.Itoa(clients)}, flags...)
+	cmd := exec.Command(bin, args...)
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -556,4 +557,31 @@ func TestCClientSchemaMismatch(t *testing.T) {
 		t.Error("no CLOSE reason reached the client")
 	}
 	t.Logf("closed: %d %s: %s; reason %q", ev.Code, ev.Name, ev.Meaning, ev.Reason)
+}
+
+// TestCClientRateClass: the rate class a C client declares in its connect data reaches the
+// server, which serves it every second tick (30 Hz at the 60 Hz tick rate) while the player walks.
+func TestCClientRateClass(t *testing.T) {
+	srv := startArena(t)
+	bot := startCBot(t, srv.game, writeSchema(t), 1, "--rate-class", "2")
+	bot.next("connected")
+	deadline := time.Now().Add(testDeadline)
+	for len(bot.views(1)[0].Entities) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no entities within %s", testDeadline)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	bot.send("walk 30 -30")
+	if e := bot.next("command"); e.Seq != 0 {
+		t.Fatalf("walk command: %d", e.Seq)
+	}
+	time.Sleep(1500 * time.Millisecond) // the rate is measured over the last second
+	p := srv.peers(t)
+	if len(p.Peers) != 1 {
+		t.Fatalf("the server reports %d peers", len(p.Peers))
+	}
+	if got := p.Peers[0]; got.RateClass != 2 || got.SendRateHz < 25 || got.SendRateHz > 31 {
+		t.Fatalf("peer: rate class %d at %.1f Hz, want class 2 at 30 Hz", got.RateClass, got.SendRateHz)
+	}
 }

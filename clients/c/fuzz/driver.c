@@ -4,7 +4,7 @@
  * splices, with a fixed seed, -seed=S to change it). Build the target and this file under
  * AddressSanitizer and UndefinedBehaviorSanitizer: any out-of-bounds read or undefined behaviour
  * stops the run with the sanitizer's report (and its stack), and a target's own abort() writes
- * the input that caused it to crash-input in the working directory. Built with clang's -fsanitize=fuzzer instead, the same target needs no driver. */
+ * the input that caused it to <prefix>crash-input (-artifact_prefix=, as libFuzzer's). Built with clang's -fsanitize=fuzzer instead, the same target needs no driver. */
 #define _POSIX_C_SOURCE 200809L
 #include <dirent.h>
 #include <signal.h>
@@ -24,6 +24,7 @@ static size_t ncorpus;
 static uint8_t current[MAX_INPUT];
 static size_t current_len;
 static uint64_t rng = 0x9E3779B97F4A7C15u;
+static const char *artifact_prefix = "";
 
 static uint64_t next_rand(void)
 {
@@ -36,11 +37,13 @@ static uint64_t next_rand(void)
 static void on_abort(int sig)
 {
     (void)sig;
-    FILE *f = fopen("crash-input", "wb");
+    char path[4096];
+    snprintf(path, sizeof path, "%scrash-input", artifact_prefix);
+    FILE *f = fopen(path, "wb");
     if (f) {
         fwrite(current, 1, current_len, f);
         fclose(f);
-        fprintf(stderr, "fuzz driver: the failing input (%zu bytes) is in crash-input\n", current_len);
+        fprintf(stderr, "fuzz driver: the failing input (%zu bytes) is in %s\n", current_len, path);
     }
     signal(SIGABRT, SIG_DFL);
     raise(SIGABRT);
@@ -143,6 +146,8 @@ int main(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         if (strncmp(argv[i], "-runs=", 6) == 0)
             runs = atol(argv[i] + 6);
+        else if (strncmp(argv[i], "-artifact_prefix=", 17) == 0)
+            artifact_prefix = argv[i] + 17;
         else if (strncmp(argv[i], "-seed=", 6) == 0)
             rng = strtoull(argv[i] + 6, NULL, 0) | 1;
         else
