@@ -1,15 +1,19 @@
 /* nfbench: the C client's decode throughput and memory per connection over a recorded stream.
  *
  *   nfbench --schema schema.json --stream FILE [--runs 3] [--clients 20]
+ *   nfbench --schema schema.json --stream FILE --dump
  *
  * FILE holds server messages, each a 16-bit little-endian length and the message. Each run feeds
  * the whole stream to a new client (nf_client_handle: decode and apply, as a game's loop does,
  * with an ACK built after each packet); the best run gives records per second. Then --clients
  * clients each take the stream, and their memory (nf_client_memory: every byte the client holds
- * from its allocator) is averaged. It writes one JSON object to standard output. */
+ * from its allocator) is averaged. It writes one JSON object to standard output. With --dump it
+ * feeds the stream once and writes the client's view instead: every live entity, the last ACK
+ * and the counters, to compare with another client's. */
 #include "netfleet.h"
 #include "schema_json.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,12 +52,67 @@ static long feed(nf_client *c, const stream *s)
     return (long)(st.records_applied + st.records_stale + st.records_unapplied);
 }
 
+/* dump_view feeds the stream to a client, with an ACK after each message, and writes its view. */
+static int dump_view(const nf_client_config *cfg, const stream *s)
+{
+    nf_client *c;
+    if (nf_client_create(cfg, &c) != NF_OK)
+        return 1;
+    uint8_t ack[NF_MAX_ACK_BYTES];
+    int ack_len = 0;
+    size_t at = 0;
+    while (at + 2 <= s->len) {
+        size_t n = (size_t)s->data[at] | (size_t)s->data[at + 1] << 8;
+        at += 2;
+        if (n > s->len - at)
+            return 1;
+        nf_client_handle(c, s->data + at, n, 0);
+        int k = nf_client_ack(c, ack, sizeof ack);
+        if (k > 0)
+            ack_len = k;
+        at += n;
+    }
+    nf_client_stats st;
+    nf_client_stats_get(c, &st);
+    int resync;
+    int need = nf_client_need_full(c, &resync);
+    uint16_t input = 0;
+    int has_input = nf_client_input_ack(c, &input);
+    printf("{\"applied\":%" PRIu64 ",\"stale\":%" PRIu64 ",\"unapplied\":%" PRIu64 ",\"resets\":%" PRIu64
+           ",\"malformed\":%" PRIu64 ",\"needFull\":%d,\"resync\":%s,\"inputAck\":%d,\"lastAppliedTick\":%u,\"ack\":\"",
+           st.records_applied, st.records_stale, st.records_unapplied, st.resets, st.malformed, need,
+           resync ? "true" : "false", has_input ? (int)input : -1, nf_client_last_applied_tick(c));
+    for (int i = 0; i < ack_len; i++)
+        printf("%02x", ack[i]);
+    printf("\",\"entities\":[");
+    uint32_t cursor = 0;
+    nf_entity e;
+    int first = 1;
+    while (nf_client_entity_next(c, &cursor, &e)) {
+        printf("%s{\"id\":%u,\"kind\":%u,\"tick\":%u,\"pos\":[%d,%d,%d],\"rot\":%u,\"vel\":[%d,%d,%d],\"fields\":[",
+               first ? "" : ",", e.id, e.kind, e.tick, e.t.pos[0], e.t.pos[1], e.t.pos[2], e.t.rot, e.t.vel[0],
+               e.t.vel[1], e.t.vel[2]);
+        for (uint32_t w = 0; w < e.field_words; w++)
+            printf("%s%u", w ? "," : "", e.fields[w]);
+        printf("]}");
+        first = 0;
+    }
+    printf("]}\n");
+    nf_client_destroy(c);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *schema_path = NULL, *stream_path = NULL;
-    int runs = 3, clients = 20;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (strcmp(argv[i], "--schema") == 0)
+    int runs = 3, clients = 20, dump = 0;
+    for (int i = 1; i < argc; i += 2) {
+        if (strcmp(argv[i], "--dump") == 0) {
+            dump = 1;
+            i--;
+        } else if (i + 1 >= argc)
+            break;
+        else if (strcmp(argv[i], "--schema") == 0)
             schema_path = argv[i + 1];
         else if (strcmp(argv[i], "--stream") == 0)
             stream_path = argv[i + 1];
@@ -87,6 +146,8 @@ int main(int argc, char **argv)
     }
     fclose(f);
     nf_client_config cfg = {schema, NULL, 0, 0};
+    if (dump)
+        return dump_view(&cfg, &s);
     double best = 0;
     long records = 0;
     for (int r = 0; r < runs; r++) {
