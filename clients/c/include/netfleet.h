@@ -400,8 +400,8 @@ NF_API void nf_client_destroy(nf_client *c);
  * nf_client_handle applies a message from the server, received at now_unix_ms (for the packet's
  * age). Returns its type (NF_MSG_SNAPSHOT, NF_MSG_RESET, NF_MSG_CLOSE), or NF_ERR_MALFORMED /
  * NF_ERR_UNEXPECTED: the message was counted as malformed and nothing of it applied.
- * Allocates only when a spawn names a new id and the entity table is full (never past
- * max_entities).
+ * Allocates only when a spawn or a despawn names an id the table does not hold and the table
+ * is full (it doubles, never past max_entities).
  */
 NF_API int nf_client_handle(nf_client *c, const uint8_t *data, size_t len, int64_t now_unix_ms);
 
@@ -500,7 +500,8 @@ typedef struct nf_conn_config {
 } nf_conn_config;
 
 /* nf_conn_create makes a connection object (its own ENet host, 1 peer, 2 channels) and starts
- * connecting to host (an IPv4 address or name) and port. Errors: NF_ERR_ARGUMENT,
+ * connecting to host (an IPv4 address, or a name, resolved here and blocking) and port; the
+ * connect data carries rate_class in bits 24..27 and connect_data's own bits. Errors: NF_ERR_ARGUMENT,
  * NF_ERR_NOMEM, NF_ERR_ENET (no host, the name does not resolve). */
 NF_API int nf_conn_create(const nf_conn_config *config, const char *host, uint16_t port,
                           nf_conn **out);
