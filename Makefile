@@ -78,6 +78,10 @@ verify: generate manifests ## Regenerate and fail on any diff; gofmt, go vet, go
 build: ## Build every command into bin/ (the operator with CGO_ENABLED=0).
 	hack/build.sh
 
+.PHONY: c-client
+c-client: ## Build the C client library (clients/c): build/libnetfleet.so, libnetfleet.a and netfleet.pc with gcc -std=c99 -Wall -Wextra -Werror.
+	$(MAKE) -C clients/c lib
+
 .PHONY: images
 images: build ## Build the operator and game-server images from bin/ as OCI archives in _out/images/ (no Docker engine needed).
 	go run ./hack/images -bin $(BIN) -out $(ROOT)/_out/images
