@@ -80,13 +80,19 @@ type server struct {
 
 func startArena(t *testing.T) server {
 	t.Helper()
+	return startArenaEnv(t, func(string) (string, bool) { return "", false })
+}
+
+// startArenaEnv starts the arena server with the environment getenv.
+func startArenaEnv(t *testing.T, getenv func(string) (string, bool)) server {
+	t.Helper()
 	gp, ap := freePorts(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	args := []string{"--bind", "127.0.0.1", "--game-port", strconv.Itoa(gp), "--admin-port", strconv.Itoa(ap),
 		"--ready-without-push", "--log-level", "warn", "--max-peers", "16"}
 	go func() {
-		done <- serve.Run(ctx, arenaSpec(), args, func(string) (string, bool) { return "", false }, io.Discard)
+		done <- serve.Run(ctx, arenaSpec(), args, getenv, io.Discard)
 	}()
 	t.Cleanup(func() {
 		cancel()
