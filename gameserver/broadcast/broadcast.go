@@ -16,6 +16,7 @@ import (
 	"github.com/netfleet/netfleet/gameserver/enet"
 	"github.com/netfleet/netfleet/gameserver/entity"
 	"github.com/netfleet/netfleet/gameserver/game"
+	"github.com/netfleet/netfleet/gameserver/lifecycle"
 	"github.com/netfleet/netfleet/gameserver/protocol"
 	"github.com/netfleet/netfleet/gameserver/session"
 	"github.com/netfleet/netfleet/gameserver/snapshot"
@@ -84,6 +85,10 @@ type Options struct {
 	// OnPeerEnd, if set, is called on the tick goroutine when a session ends, with its last
 	// figures, so per-peer series can be dropped. It must not block.
 	OnPeerEnd func(PeerEnd)
+	// Lifecycle, if set, is the process's lifecycle: the server loop reports the connected
+	// players to it and delivers its allocations to the game (game.Allocatable) on the tick
+	// goroutine.
+	Lifecycle *lifecycle.Lifecycle
 }
 
 // TickStats describe one tick.
@@ -113,6 +118,7 @@ type Broadcaster struct {
 
 	host     *enet.Host
 	game     game.Game
+	lc       *lifecycle.Lifecycle
 	store    *entity.Store
 	players  []game.Player // by peer slot, valid while the session is active
 	radius   float32
@@ -223,6 +229,7 @@ func New(opts Options) (*Broadcaster, error) {
 		onTick:   opts.OnTick,
 		host:     host,
 		game:     opts.Game,
+		lc:       opts.Lifecycle,
 		store:    opts.Store,
 		players:  make([]game.Player, opts.MaxPeers),
 		kicks:    make([]kick, 0, opts.MaxPeers),
@@ -253,6 +260,9 @@ func New(opts Options) (*Broadcaster, error) {
 	}
 	b.current.Store(cfg.DeepCopy())
 	b.input = b.handInput
+	if b.lc != nil {
+		b.lc.SetDeliver(b.deliverAllocation)
+	}
 	if err := b.Validate(opts.Netcode); err != nil {
 		b.host.Destroy()
 		return nil, fmt.Errorf("broadcast: initial config: %w", err)
@@ -568,6 +578,9 @@ func (b *Broadcaster) connect(p enet.Peer, data uint32) {
 	b.peers[slot], b.connData[slot] = p, data
 	b.inboxes += int64(s.MemoryUsage().Inbox)
 	b.live++
+	if b.lc != nil {
+		b.lc.SetPlayers(b.live)
+	}
 	b.log.Debug("peer connected", "slot", slot, "address", p.Address().String())
 }
 
@@ -599,6 +612,9 @@ func (b *Broadcaster) end(slot int, why game.Leave) {
 	b.states.Put(s.End(), b.policy.InUse())
 	b.peers[slot] = enet.Peer{}
 	b.live--
+	if b.lc != nil {
+		b.lc.SetPlayers(b.live)
+	}
 	player := b.players[slot]
 	b.players[slot] = game.Player{}
 	b.game.Leave(player, why)
