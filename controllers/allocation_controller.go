@@ -101,6 +101,14 @@ func (r *AllocationReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	if st.State == v1alpha1.AllocationAllocated {
+		// The game learns its match before the result is recorded and handed out. A failed
+		// delivery is retried: the result is kept, so the retry delivers to the same server.
+		if err := r.alloc.Finish(ctx, a.Namespace, a.Spec, a.Name, a.UID, st.GameServerName); err != nil {
+			r.remember(req.NamespacedName, servedAllocation{uid: a.UID, status: st})
+			return ctrl.Result{}, err
+		}
+	}
 	base := a.DeepCopy()
 	a.Status = st
 	if err := r.Status().Patch(ctx, a, client.MergeFrom(base)); err != nil {

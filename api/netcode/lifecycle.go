@@ -48,6 +48,8 @@ const (
 )
 
 // Allocation is the body of PUT /v1/allocation: the GameServerAllocation that took the server.
+//
+// +kubebuilder:object:generate=false
 type Allocation struct {
 	// Name and UID name the allocation; UID is required, and a second delivery of the same UID
 	// is acknowledged without reaching the game again.
@@ -63,12 +65,16 @@ type Allocation struct {
 }
 
 // AllocationRef names an allocation.
+//
+// +kubebuilder:object:generate=false
 type AllocationRef struct {
 	Name string `json:"name"`
 	UID  string `json:"uid"`
 }
 
 // LifecycleStatus is the answer to GET /v1/lifecycle and to PUT /v1/allocation.
+//
+// +kubebuilder:object:generate=false
 type LifecycleStatus struct {
 	// InstanceID identifies the process (as in ConfigStatus).
 	InstanceID string `json:"instanceID"`

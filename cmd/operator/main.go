@@ -107,7 +107,8 @@ func run() error {
 	if err != nil {
 		return fmt.Errorf("new manager: %w", err)
 	}
-	if err := controllers.NewGameServerReconciler(mgr, opts).SetupWithManager(mgr); err != nil {
+	gsReconciler := controllers.NewGameServerReconciler(mgr, opts)
+	if err := gsReconciler.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up gameserver controller: %w", err)
 	}
 	if err := controllers.NewFleetReconciler(mgr, fleetOpts).SetupWithManager(mgr); err != nil {
@@ -121,6 +122,8 @@ func run() error {
 	if err != nil {
 		return fmt.Errorf("set up allocator: %w", err)
 	}
+	// Allocations reach the game through the admin API before their result is handed out.
+	alloc.DeliverWith(gsReconciler)
 	if err := controllers.NewAllocationReconciler(mgr, alloc, allocConcurrency).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up allocation controller: %w", err)
 	}
