@@ -299,7 +299,8 @@ func TestAllocationUnAllocated(t *testing.T) {
 // TestAllocationServedBeforeRecorded: a GameServerAllocation whose server was marked Allocated
 // but whose result was never recorded — the state an operator that stopped between the two
 // writes leaves — is answered with that server, found by status.allocatedBy, not with a second
-// one. Allocations through the endpoint without a key have no record and mark no allocatedBy.
+// one. Allocations through the endpoint without a key have no record and are marked with a UID
+// made up for them.
 func TestAllocationServedBeforeRecorded(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t)
@@ -333,7 +334,7 @@ func TestAllocationServedBeforeRecorded(t *testing.T) {
 	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: st.GameServerName}, &gs); err != nil {
 		t.Fatal(err)
 	}
-	if gs.Status.State != v1alpha1.GameServerStateAllocated || gs.Status.AllocatedBy != "" {
+	if gs.Status.State != v1alpha1.GameServerStateAllocated || gs.Status.AllocatedBy == "" || gs.Status.AllocatedBy == string(a.UID) {
 		t.Fatalf("%s after an allocation without a record: state %s, allocatedBy %q", gs.Name, gs.Status.State, gs.Status.AllocatedBy)
 	}
 }

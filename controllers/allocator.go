@@ -66,6 +66,9 @@ type claim struct {
 	done  chan struct{}
 	taken bool
 	at    time.Time
+	// rv is the resourceVersion the mark wrote: once the cache shows it, the index is up to date
+	// with the mark and the claim has done its work.
+	rv string
 }
 
 // Allocator serves allocation requests: it picks a Ready GameServer that matches the request and
@@ -95,12 +98,25 @@ func NewAllocator(ctx context.Context, informers cache.Informers, api client.Rea
 		return nil, fmt.Errorf("gameserver informer: %w", err)
 	}
 	index := newReadyIndex()
+	a := &Allocator{index: index, api: api, write: write, claims: map[types.UID]*claim{}}
+	index.seen = a.seen
 	reg, err := inf.AddEventHandler(index)
 	if err != nil {
 		return nil, fmt.Errorf("gameserver informer handler: %w", err)
 	}
 	index.synced = reg.HasSynced
-	return &Allocator{index: index, api: api, write: write, claims: map[types.UID]*claim{}}, nil
+	return a, nil
+}
+
+// seen drops the claim on a server the cache now shows as the claim's mark left it: the index
+// is past the mark, so the server is a candidate again exactly when it is free again (its match
+// ended) or still has room (backfill).
+func (a *Allocator) seen(uid types.UID, rv string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if c, ok := a.claims[uid]; ok && c.taken && c.rv == rv {
+		delete(a.claims, uid)
+	}
 }
 
 // Allocate serves one request in namespace ns. A request that cannot be served (no Ready
@@ -199,36 +215,41 @@ func (a *Allocator) allocate(ctx context.Context, ns string, spec v1alpha1.GameS
 	}
 	matched := candidates.Len()
 	// First the servers no request of this process is trying, then those whose claim ended
-	// without taking them.
+	// without taking them — or, for a request that asks for room, took them and may have left
+	// room (backfill).
+	backfill := spec.PlayerRoom > 0
 	var waiting []*v1alpha1.GameServer
 	for gs := candidates.Next(); gs != nil; gs = candidates.Next() {
-		c, mine, taken := a.claim(gs.UID)
+		c, mine, taken, stale := a.claim(gs.UID, backfill)
 		if !mine {
 			if !taken {
 				waiting = append(waiting, gs)
 			}
 			continue
 		}
-		st, undo, ok, err := a.mark(ctx, gs, sel, spec.PlayerRoom, c, by)
+		st, undo, ok, err := a.mark(ctx, gs, sel, spec.PlayerRoom, c, by, stale)
 		if ok || err != nil {
 			return st, undo, err
 		}
 	}
 	for _, gs := range waiting {
-		if c := a.claimOf(gs.UID); c != nil {
+		for {
+			c, mine, taken, stale := a.claim(gs.UID, backfill)
+			if mine {
+				st, undo, ok, err := a.mark(ctx, gs, sel, spec.PlayerRoom, c, by, stale)
+				if ok || err != nil {
+					return st, undo, err
+				}
+				break
+			}
+			if taken {
+				break
+			}
 			select {
 			case <-ctx.Done():
 				return v1alpha1.GameServerAllocationStatus{}, nil, ctx.Err()
 			case <-c.done:
 			}
-		}
-		c, mine, _ := a.claim(gs.UID)
-		if !mine {
-			continue
-		}
-		st, undo, ok, err := a.mark(ctx, gs, sel, spec.PlayerRoom, c, by)
-		if ok || err != nil {
-			return st, undo, err
 		}
 	}
 	msg := fmt.Sprintf("no Ready GameServer matches %s in namespace %s", describeSelector(spec), ns)
@@ -267,10 +288,25 @@ const pendingRoomTTL = time.Minute
 // and holds room for room players in the same write, re-reading the server when it changed since
 // it was read. The write carries the resourceVersion read, so of two allocations that read the
 // same room only one takes it. It reports whether it took the server, and how to undo the mark.
-func (a *Allocator) mark(ctx context.Context, gs *v1alpha1.GameServer, sel labels.Selector, room int32, c *claim, by types.UID) (v1alpha1.GameServerAllocationStatus, undoFunc, bool, error) {
-	taken := false
-	defer func() { a.release(gs.UID, c, taken) }()
+//
+// With stale set the cached gs is older than a mark of this process, and it is read fresh first.
+func (a *Allocator) mark(ctx context.Context, gs *v1alpha1.GameServer, sel labels.Selector, room int32, c *claim, by types.UID, stale bool) (v1alpha1.GameServerAllocationStatus, undoFunc, bool, error) {
+	taken, rv := false, ""
+	defer func() { a.release(gs.UID, c, taken, rv) }()
 	cur := gs
+	if stale {
+		fresh := &v1alpha1.GameServer{}
+		if err := a.api.Get(ctx, client.ObjectKeyFromObject(gs), fresh); err != nil {
+			if apierrors.IsNotFound(err) {
+				return v1alpha1.GameServerAllocationStatus{}, nil, false, nil
+			}
+			return v1alpha1.GameServerAllocationStatus{}, nil, false, fmt.Errorf("read gameserver %s: %w", gs.Name, err)
+		}
+		if fresh.UID != gs.UID || !eligible(fresh, room) || !sel.Matches(labels.Set(fresh.Labels)) {
+			return v1alpha1.GameServerAllocationStatus{}, nil, false, nil
+		}
+		cur = fresh
+	}
 	for range triesPerServer {
 		patch, err := markPatch(cur, room, by, time.Now())
 		if err != nil {
@@ -280,7 +316,7 @@ func (a *Allocator) mark(ctx context.Context, gs *v1alpha1.GameServer, sel label
 		err = a.write.Status().Patch(ctx, out, client.RawPatch(types.MergePatchType, patch))
 		switch {
 		case err == nil:
-			taken = true
+			taken, rv = true, out.ResourceVersion
 			return allocatedTo(out), a.undo(cur, out, room), true, nil
 		case apierrors.IsNotFound(err):
 			return v1alpha1.GameServerAllocationStatus{}, nil, false, nil
@@ -346,9 +382,11 @@ func (a *Allocator) undo(before, after *v1alpha1.GameServer, room int32) undoFun
 	}
 }
 
-// claim registers this process's attempt on a server. It returns the new claim and mine set when
-// the server was free; otherwise the existing claim and whether that one took the server.
-func (a *Allocator) claim(uid types.UID) (c *claim, mine, taken bool) {
+// claim registers this process's attempt on a server. It returns the new claim and mine set
+// when the server was free — or, with backfill set, when the claim on it has finished and took
+// it, in which case stale says the cache may not show that mark yet; otherwise the existing
+// claim, and whether it has finished and took the server.
+func (a *Allocator) claim(uid types.UID, backfill bool) (c *claim, mine, taken, stale bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	now := time.Now()
@@ -361,25 +399,23 @@ func (a *Allocator) claim(uid types.UID) (c *claim, mine, taken bool) {
 		a.lastSweep = now
 	}
 	if c, ok := a.claims[uid]; ok {
-		return c, false, c.taken
+		if !(backfill && c.taken) {
+			return c, false, c.taken, false
+		}
+		stale = true
 	}
 	c = &claim{done: make(chan struct{}), at: now}
 	a.claims[uid] = c
-	return c, true, false
-}
-
-func (a *Allocator) claimOf(uid types.UID) *claim {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.claims[uid]
+	return c, true, false, stale
 }
 
 // release ends a claim. A server that was taken stays claimed until the cache has surely shown
 // it Allocated; one that was not is free to try again.
-func (a *Allocator) release(uid types.UID, c *claim, taken bool) {
+func (a *Allocator) release(uid types.UID, c *claim, taken bool, rv string) {
 	a.mu.Lock()
-	c.taken, c.at = taken, time.Now()
-	if !taken {
+	c.taken, c.at, c.rv = taken, time.Now(), rv
+	if (!taken || a.index.versionOf(uid) == rv) && a.claims[uid] == c {
+		// Not taken, or the cache already shows the mark.
 		delete(a.claims, uid)
 	}
 	a.mu.Unlock()
@@ -417,8 +453,11 @@ func eligible(gs *v1alpha1.GameServer, room int32) bool {
 // never modified; a request scans pointers instead of copying every server out of the cache.
 type readyIndex struct {
 	synced func() bool
+	// seen, if set, learns every server version the index takes in.
+	seen func(uid types.UID, rv string)
 
 	mu        sync.RWMutex
+	versions  map[types.UID]string                          // server -> resourceVersion in the cache
 	ready     map[string]map[types.UID]*v1alpha1.GameServer // namespace -> Ready servers
 	backfill  map[string]map[types.UID]*v1alpha1.GameServer // namespace -> Allocated servers with room
 	allocated map[string]int                                // node -> Allocated servers
@@ -426,6 +465,7 @@ type readyIndex struct {
 
 func newReadyIndex() *readyIndex {
 	return &readyIndex{
+		versions:  map[types.UID]string{},
 		ready:     map[string]map[types.UID]*v1alpha1.GameServer{},
 		backfill:  map[string]map[types.UID]*v1alpha1.GameServer{},
 		allocated: map[string]int{},
@@ -433,9 +473,16 @@ func newReadyIndex() *readyIndex {
 }
 
 // OnAdd, OnUpdate and OnDelete keep the index (a toolscache.ResourceEventHandler).
-func (x *readyIndex) OnAdd(obj any, _ bool) { x.replace(nil, asGameServer(obj)) }
+func (x *readyIndex) OnAdd(obj any, _ bool) { x.take(nil, asGameServer(obj)) }
 
-func (x *readyIndex) OnUpdate(old, cur any) { x.replace(asGameServer(old), asGameServer(cur)) }
+func (x *readyIndex) OnUpdate(old, cur any) { x.take(asGameServer(old), asGameServer(cur)) }
+
+func (x *readyIndex) take(old, cur *v1alpha1.GameServer) {
+	x.replace(old, cur)
+	if cur != nil && x.seen != nil {
+		x.seen(cur.UID, cur.ResourceVersion)
+	}
+}
 
 func (x *readyIndex) OnDelete(obj any) {
 	if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
@@ -461,10 +508,12 @@ func (x *readyIndex) replace(old, cur *v1alpha1.GameServer) {
 		}
 		unindex(x.ready, old)
 		unindex(x.backfill, old)
+		delete(x.versions, old.UID)
 	}
 	if cur == nil {
 		return
 	}
+	x.versions[cur.UID] = cur.ResourceVersion
 	if cur.Status.State == v1alpha1.GameServerStateAllocated {
 		x.allocated[cur.Status.NodeName]++
 	}
@@ -474,6 +523,13 @@ func (x *readyIndex) replace(old, cur *v1alpha1.GameServer) {
 	case backfillable(cur):
 		index(x.backfill, cur)
 	}
+}
+
+// versionOf is the resourceVersion of the server uid in the cache.
+func (x *readyIndex) versionOf(uid types.UID) string {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	return x.versions[uid]
 }
 
 func index(m map[string]map[types.UID]*v1alpha1.GameServer, gs *v1alpha1.GameServer) {

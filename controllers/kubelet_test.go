@@ -433,6 +433,19 @@ func (k *kubelet) restart(ctx context.Context, key types.NamespacedName, visible
 	return run.current(), nil
 }
 
+// hang makes the Pod's process stop answering, as a wedged one does: its admin API goes away and
+// the Pod status does not change.
+func (k *kubelet) hang(_ context.Context, key types.NamespacedName) error {
+	run := k.pod(key)
+	if run == nil {
+		return fmt.Errorf("no pod %s", key)
+	}
+	p := run.current()
+	p.cancel()
+	<-p.done
+	return nil
+}
+
 // finish ends the Pod's process and reports the Pod in phase (Succeeded or Failed).
 func (k *kubelet) finish(ctx context.Context, key types.NamespacedName, phase corev1.PodPhase) error {
 	run := k.pod(key)

@@ -108,6 +108,9 @@ type Server struct {
 	timeout   time.Duration
 	lc        Lifecycle
 	health    tickWatch
+	// closing closes when Serve begins to shut down: long-polls answer at once then.
+	closing   chan struct{}
+	closeOnce sync.Once
 
 	// mu serializes pushes: the generation check and the apply are one step.
 	mu sync.Mutex
@@ -137,6 +140,7 @@ func New(rt Runtime, opts Options) (*Server, error) {
 		timeout:   opts.ApplyTimeout,
 		lc:        opts.Lifecycle,
 		health:    tickWatch{stallAfter: opts.StallAfter},
+		closing:   make(chan struct{}),
 	}
 	if s.health.stallAfter <= 0 {
 		s.health.stallAfter = 5 * time.Second
@@ -215,6 +219,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	shutCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
+	s.closeOnce.Do(func() { close(s.closing) })
 	if err := srv.Shutdown(shutCtx); err != nil {
 		return fmt.Errorf("admin: shutdown: %w", err)
 	}

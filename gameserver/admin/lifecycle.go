@@ -77,6 +77,14 @@ func (s *Server) getLifecycle(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), wait)
 	defer cancel()
+	// A server that shuts down answers its long-polls at once instead of waiting for them.
+	go func() {
+		select {
+		case <-s.closing:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	writeJSON(w, http.StatusOK, s.lifecycleStatus(s.lc.Wait(ctx, since)))
 }
 

@@ -138,7 +138,9 @@ func TestLifecycleLongPoll(t *testing.T) {
 		t.Fatalf("version moved without a change: %d -> %d", st.Version, again.Version)
 	}
 	done := make(chan netcode.LifecycleStatus, 1)
-	go func() { done <- getLifecycle(t, ts.URL+netcode.PathLifecycle+"?since="+u64(st.Version)+"&waitMillis=30000") }()
+	go func() {
+		done <- getLifecycle(t, ts.URL+netcode.PathLifecycle+"?since="+u64(st.Version)+"&waitMillis=30000")
+	}()
 	time.Sleep(20 * time.Millisecond)
 	if err := lc.SetCapacity(8); err != nil {
 		t.Fatal(err)
