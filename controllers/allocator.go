@@ -399,7 +399,7 @@ func (a *Allocator) claim(uid types.UID, backfill bool) (c *claim, mine, taken, 
 		a.lastSweep = now
 	}
 	if c, ok := a.claims[uid]; ok {
-		if !(backfill && c.taken) {
+		if !backfill || !c.taken {
 			return c, false, c.taken, false
 		}
 		stale = true

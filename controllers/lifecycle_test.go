@@ -287,7 +287,7 @@ func TestUnhealthy(t *testing.T) {
 		if apierrors.IsNotFound(err) {
 			return true, nil
 		}
-		return false, fmt.Errorf("state %s (%v)", got.Status.State, err)
+		return false, fmt.Errorf("state %s (%w)", got.Status.State, err)
 	})
 	got := waitState(t, allocated, v1alpha1.GameServerStateAllocated, func(g *v1alpha1.GameServer) bool {
 		c := meta.FindStatusCondition(g.Status.Conditions, v1alpha1.ConditionHealthy)

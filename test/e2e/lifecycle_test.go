@@ -222,7 +222,7 @@ func TestOperatorRestartMidMatch(t *testing.T) {
 	}
 	waitFor(t, "the match over in the process", waitLimit, func() (bool, error) {
 		lc, err := processLifecycle(s.admin)
-		return err == nil && lc.State == netcode.LifecycleReady && lc.LastAllocationUID == uid, fmt.Errorf("lifecycle %+v (%v)", lc, err)
+		return err == nil && lc.State == netcode.LifecycleReady && lc.LastAllocationUID == uid, fmt.Errorf("lifecycle %+v (%w)", lc, err)
 	})
 	if gs, _ := getServer(t, ns, s.gs.Name); gs.Status.State != v1alpha1.GameServerStateAllocated {
 		t.Fatalf("with the operator down the server is %s", gs.Status.State)
