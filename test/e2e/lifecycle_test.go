@@ -160,6 +160,14 @@ func TestBackfill(t *testing.T) {
 		p := gs.Status.Players
 		return p != nil && p.Connected == 1 && p.Pending == 7, fmt.Errorf("players %+v", p)
 	})
+	waitFor(t, "the fleet's players and capacity", waitLimit, func() (bool, error) {
+		pl.service(t)
+		f := &v1alpha1.Fleet{}
+		if err := env.k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "arena"}, f); err != nil {
+			return false, err
+		}
+		return f.Status.Players == 1 && f.Status.PlayerCapacity == 2*arenaMaxPlayers, fmt.Errorf("fleet players %d capacity %d", f.Status.Players, f.Status.PlayerCapacity)
+	})
 	if d, _ := allocateWith(t, ns, v1alpha1.GameServerAllocationSpec{Fleet: "arena", PlayerRoom: 1}); d.GameServerName == a.GameServerName {
 		t.Fatalf("a full server took another allocation: %+v", d)
 	}
