@@ -105,7 +105,13 @@ func (r *AllocationReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		// The game learns its match before the result is recorded and handed out. A failed
 		// delivery is retried: the result is kept, so the retry delivers to the same server.
 		if err := r.alloc.Finish(ctx, a.Namespace, a.Spec, a.Name, a.UID, st.GameServerName); err != nil {
-			r.remember(req.NamespacedName, servedAllocation{uid: a.UID, status: st})
+			if apierrors.IsNotFound(err) {
+				// The server is gone before its game learned the match: the retry allocates
+				// another one.
+				r.forget(req.NamespacedName)
+			} else {
+				r.remember(req.NamespacedName, servedAllocation{uid: a.UID, status: st})
+			}
 			return ctrl.Result{}, err
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"net/http"
 	"strconv"
 	"sync"
 	"time"
@@ -261,8 +262,14 @@ func (r *GameServerReconciler) DeliverAllocation(ctx context.Context, gs *v1alph
 		return err
 	}
 	st, err := r.pusher.Allocate(ctx, adminEndpoint(gs, pod), token, a)
-	if pe, ok := errors.AsType[*PushError](err); ok && pe.Reason == pushErrUnauthorized {
-		r.tokens.forget(gs.Namespace)
+	if pe, ok := errors.AsType[*PushError](err); ok {
+		switch {
+		case pe.StatusCode == http.StatusGone:
+			// Delivered before (a retry after a lost answer), and its match is already over.
+			return nil
+		case pe.Reason == pushErrUnauthorized:
+			r.tokens.forget(gs.Namespace)
+		}
 	}
 	if err != nil {
 		return err

@@ -1,10 +1,15 @@
 package netcode
 
 import (
+	"errors"
 	"fmt"
 	"regexp"
 	"time"
 )
+
+// ErrAllocationEnded: the allocation was delivered before and its match is over. The admin API
+// answers a delivery of it with 410 Gone; the operator takes that as delivered.
+var ErrAllocationEnded = errors.New("the match of this allocation is over")
 
 // The lifecycle part of the admin API: the operator delivers allocations to the process, and
 // follows the process's lifecycle (state, players, capacity, counters) with a long-poll.

@@ -67,7 +67,8 @@ type Lifecycle interface {
 	Wait(ctx context.Context, since uint64) netcode.LifecycleStatus
 	// Allocate hands a validated allocation to the game and returns once the game has seen it,
 	// reporting whether it was new. It returns ctx's error if the game did not take it in time,
-	// and another error when the process cannot take an allocation (it has shut down).
+	// netcode.ErrAllocationEnded for an allocation whose match is over, and another error when
+	// the process cannot take an allocation (it has shut down).
 	Allocate(ctx context.Context, a netcode.Allocation) (bool, error)
 }
 

@@ -113,6 +113,9 @@ func (s *Server) putAllocation(w http.ResponseWriter, r *http.Request) {
 		s.log.Warn("allocation not delivered: the game did not take it in time", "allocation", a.Name, "uid", a.UID)
 		writeError(w, http.StatusServiceUnavailable, netcode.ErrorResponse{Error: "the game did not take the allocation in time"})
 		return
+	case errors.Is(err, netcode.ErrAllocationEnded):
+		writeError(w, http.StatusGone, netcode.ErrorResponse{Error: err.Error()})
+		return
 	case err != nil:
 		s.log.Warn("allocation refused", "allocation", a.Name, "uid", a.UID, "error", err)
 		writeError(w, http.StatusConflict, netcode.ErrorResponse{Error: err.Error()})

@@ -108,6 +108,10 @@ func TestAllocationDelivery(t *testing.T) {
 	if code, _, er := putAllocation(t, ts.URL, testToken, must(json.Marshal(netcode.Allocation{UID: "u3"}))); code != http.StatusConflict {
 		t.Fatalf("after shutdown: %d %s", code, er.Error)
 	}
+	// The ended match's allocation, delivered again (an operator's retry), is gone.
+	if code, _, er := putAllocation(t, ts.URL, testToken, good); code != http.StatusGone || len(seen) != 1 {
+		t.Fatalf("redelivery after the match: %d %s, %d events", code, er.Error, len(seen))
+	}
 }
 
 func TestAllocationNotTakenInTime(t *testing.T) {

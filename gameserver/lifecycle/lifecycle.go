@@ -25,6 +25,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -40,8 +41,12 @@ var (
 	ErrShutdown = errors.New("lifecycle: the server has shut down")
 )
 
-// maxMatchAllocations bounds the allocations remembered for one match (backfill).
-const maxMatchAllocations = 64
+// maxMatchAllocations bounds the allocations remembered for one match (backfill), and
+// maxEndedAllocations those of matches that are over.
+const (
+	maxMatchAllocations = 64
+	maxEndedAllocations = 256
+)
 
 // Deliver hands an allocation to the game and returns once the game has seen it (the server
 // loop runs it on its tick goroutine). It returns ctx.Err() if the game did not take it in time.
@@ -58,6 +63,7 @@ type Lifecycle struct {
 	mu       sync.Mutex
 	st       netcode.LifecycleStatus
 	match    []netcode.AllocationRef // the allocations of the current match, oldest first
+	ended    []string                // UIDs of allocations whose match is over, oldest first
 	changed  chan struct{}           // closed and replaced on every change
 	reserveT *time.Timer
 	// current is the latest allocation of the current match, readable without mu.
@@ -156,12 +162,17 @@ func (l *Lifecycle) bump() {
 // Allocate delivers an allocation (validated by the caller, netcode.ValidateAllocation): the
 // game sees it through Deliver, then the process is Allocated. It reports whether the
 // allocation was new; a second delivery of an allocation of the current match is acknowledged
-// without reaching the game again. It refuses one after Shutdown (ErrShutdown).
+// without reaching the game again, and one of a match that is over is refused with
+// netcode.ErrAllocationEnded (an operator that retried a delivery that had gone through). It
+// refuses a new one after Shutdown (ErrShutdown).
 func (l *Lifecycle) Allocate(ctx context.Context, a netcode.Allocation) (bool, error) {
 	l.deliverMu.Lock()
 	defer l.deliverMu.Unlock()
 	l.mu.Lock()
 	switch {
+	case slices.Contains(l.ended, a.UID):
+		l.mu.Unlock()
+		return false, netcode.ErrAllocationEnded
 	case l.st.State == netcode.LifecycleShutdown:
 		l.mu.Unlock()
 		return false, ErrShutdown
@@ -223,10 +234,22 @@ func (l *Lifecycle) Ready() error {
 	return nil
 }
 
+// endMatch remembers the current match's allocations as ended and forgets the match; l.mu is
+// held.
+func (l *Lifecycle) endMatch() {
+	for _, a := range l.match {
+		if len(l.ended) == maxEndedAllocations {
+			l.ended = append(l.ended[:0], l.ended[1:]...)
+		}
+		l.ended = append(l.ended, a.UID)
+	}
+	l.match = l.match[:0]
+}
+
 // toReady moves to Ready; l.mu is held.
 func (l *Lifecycle) toReady() {
 	l.stopReserve()
-	l.match = l.match[:0]
+	l.endMatch()
 	l.current.Store(nil)
 	l.st.State, l.st.ReservedUntil, l.st.Allocation = netcode.LifecycleReady, time.Time{}, nil
 	l.bump()
@@ -280,6 +303,7 @@ func (l *Lifecycle) Shutdown() error {
 		return ErrShutdown
 	}
 	l.stopReserve()
+	l.endMatch()
 	l.current.Store(nil)
 	l.st.State, l.st.ReservedUntil, l.st.Allocation = netcode.LifecycleShutdown, time.Time{}, nil
 	l.bump()

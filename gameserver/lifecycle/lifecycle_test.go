@@ -189,3 +189,36 @@ func TestCapacityAndCounters(t *testing.T) {
 		t.Fatal("Status shares its counters map")
 	}
 }
+
+// TestRedeliveryOfAnEndedMatch: an allocation delivered again after its match ended (or the
+// game shut down) is refused with ErrAllocationEnded and reaches the game no more.
+func TestRedeliveryOfAnEndedMatch(t *testing.T) {
+	ctx := context.Background()
+	l := New()
+	events := 0
+	l.SetDeliver(func(context.Context, netcode.Allocation) error { events++; return nil })
+	if _, err := l.Allocate(ctx, alloc("a")); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Ready(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Allocate(ctx, alloc("a")); !errors.Is(err, netcode.ErrAllocationEnded) {
+		t.Fatalf("redelivery after the match: %v", err)
+	}
+	if st := l.Status(); st.State != netcode.LifecycleReady || events != 1 {
+		t.Fatalf("state %s, %d events", st.State, events)
+	}
+	if _, err := l.Allocate(ctx, alloc("b")); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Allocate(ctx, alloc("b")); !errors.Is(err, netcode.ErrAllocationEnded) {
+		t.Fatalf("redelivery after shutdown: %v", err)
+	}
+	if _, err := l.Allocate(ctx, alloc("c")); !errors.Is(err, ErrShutdown) {
+		t.Fatalf("a new allocation after shutdown: %v", err)
+	}
+}
