@@ -84,6 +84,7 @@ func (r *AllocationReconciler) SetupWithManager(mgr ctrl.Manager) error {
 
 // +kubebuilder:rbac:groups=netfleet.io,resources=gameserverallocations,verbs=get;list;watch
 // +kubebuilder:rbac:groups=netfleet.io,resources=gameserverallocations/status,verbs=get;patch
+// +kubebuilder:rbac:groups=netfleet.io,resources=gameservers,verbs=get;patch
 // +kubebuilder:rbac:groups=netfleet.io,resources=gameservers/status,verbs=get;patch
 
 // Reconcile serves one allocation request, once.
