@@ -84,6 +84,7 @@ func (r *AllocationReconciler) SetupWithManager(mgr ctrl.Manager) error {
 
 // +kubebuilder:rbac:groups=netfleet.io,resources=gameserverallocations,verbs=get;list;watch
 // +kubebuilder:rbac:groups=netfleet.io,resources=gameserverallocations/status,verbs=get;patch
+// +kubebuilder:rbac:groups=netfleet.io,resources=gameservers,verbs=get;patch
 // +kubebuilder:rbac:groups=netfleet.io,resources=gameservers/status,verbs=get;patch
 
 // Reconcile serves one allocation request, once.
@@ -100,6 +101,20 @@ func (r *AllocationReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	st, err := r.serve(ctx, req.NamespacedName, a)
 	if err != nil {
 		return ctrl.Result{}, err
+	}
+	if st.State == v1alpha1.AllocationAllocated {
+		// The game learns its match before the result is recorded and handed out. A failed
+		// delivery is retried: the result is kept, so the retry delivers to the same server.
+		if err := r.alloc.Finish(ctx, a.Namespace, a.Spec, a.Name, a.UID, st.GameServerName); err != nil {
+			if apierrors.IsNotFound(err) {
+				// The server is gone before its game learned the match: the retry allocates
+				// another one.
+				r.forget(req.NamespacedName)
+			} else {
+				r.remember(req.NamespacedName, servedAllocation{uid: a.UID, status: st})
+			}
+			return ctrl.Result{}, err
+		}
 	}
 	base := a.DeepCopy()
 	a.Status = st

@@ -3,6 +3,8 @@ package controllers
 import (
 	"container/heap"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -17,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	"github.com/netfleet/netfleet/api/netcode"
 	"github.com/netfleet/netfleet/api/v1alpha1"
 )
 
@@ -66,6 +69,9 @@ type claim struct {
 	done  chan struct{}
 	taken bool
 	at    time.Time
+	// rv is the resourceVersion the mark wrote: once the cache shows it, the index is up to date
+	// with the mark and the claim has done its work.
+	rv string
 }
 
 // Allocator serves allocation requests: it picks a Ready GameServer that matches the request and
@@ -75,10 +81,11 @@ type claim struct {
 // Ready servers and its in-process claims only propose candidates and keep concurrent requests of
 // this process off the same server (fewer conflicts); they decide nothing.
 type Allocator struct {
-	index *readyIndex
-	api   client.Reader // fresh reads after a conflict
-	write client.Client
-	keys  *ConnectKeyStore
+	index   *readyIndex
+	deliver AllocationDeliverer
+	api     client.Reader // fresh reads after a conflict
+	write   client.Client
+	keys    *ConnectKeyStore
 
 	mu        sync.Mutex
 	claims    map[types.UID]*claim
@@ -95,138 +102,301 @@ func NewAllocator(ctx context.Context, informers cache.Informers, api client.Rea
 		return nil, fmt.Errorf("gameserver informer: %w", err)
 	}
 	index := newReadyIndex()
+	a := &Allocator{index: index, api: api, write: write, claims: map[types.UID]*claim{},
+		keys: NewConnectKeyStore(api, write, ConnectKeyOptions{})}
+	index.seen = a.seen
 	reg, err := inf.AddEventHandler(index)
 	if err != nil {
 		return nil, fmt.Errorf("gameserver informer handler: %w", err)
 	}
 	index.synced = reg.HasSynced
-	return &Allocator{index: index, api: api, write: write, claims: map[types.UID]*claim{},
-		keys: NewConnectKeyStore(api, write, ConnectKeyOptions{})}, nil
+	return a, nil
 }
 
-// Allocate serves one request in namespace ns, as allocation uid: the server it takes is marked
-// with it (status.allocatedBy), and the connect tokens of the players the request names are bound
-// to it. A request that cannot be served (no Ready server, invalid selector) is an UnAllocated
-// status, not an error; an error means the API server could not be reached or refused a write for
-// another reason than a conflict.
-func (a *Allocator) Allocate(ctx context.Context, ns string, spec v1alpha1.GameServerAllocationSpec, source string, uid types.UID) (v1alpha1.GameServerAllocationStatus, error) {
-	st, err := a.serve(ctx, ns, spec, source, uid)
-	if err != nil {
-		return st, err
+// seen drops the claim on a server the cache now shows as the claim's mark left it: the index
+// is past the mark, so the server is a candidate again exactly when it is free again (its match
+// ended) or still has room (backfill).
+func (a *Allocator) seen(uid types.UID, rv string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if c, ok := a.claims[uid]; ok && c.taken && c.rv == rv {
+		delete(a.claims, uid)
 	}
-	return a.WithTokens(ctx, ns, &spec, uid, st)
+}
+
+// Allocate serves one request in namespace ns, as the allocation uid (the caller makes it up; the
+// allocator endpoint answers it in metadata.uid). A request that cannot be served (no Ready
+// server, invalid selector) is an UnAllocated status, not an error; an error means the API
+// server could not be reached or refused a write for another reason than a conflict.
+//
+// The server it takes is marked with uid; the connect tokens of the players the request names
+// are bound to it; and the allocation is delivered to the server's process before Allocate
+// returns. If the tokens cannot be issued or the allocation cannot be delivered, the mark is
+// undone and Allocate returns the error.
+func (a *Allocator) Allocate(ctx context.Context, ns string, spec v1alpha1.GameServerAllocationSpec, source string, uid types.UID) (v1alpha1.GameServerAllocationStatus, error) {
+	start := time.Now()
+	st, undo, err := a.allocate(ctx, ns, spec, uid)
+	if err == nil && st.State == v1alpha1.AllocationAllocated {
+		st, err = a.WithTokens(ctx, ns, &spec, uid, st)
+		if err == nil {
+			err = a.Finish(ctx, ns, spec, "", uid, st.GameServerName)
+		}
+		if err != nil {
+			err = errors.Join(err, undo(ctx))
+		}
+	}
+	a.observe(source, start, st, err)
+	return st, err
 }
 
 // AllocateFor serves the GameServerAllocation rec as Allocate does, and marks the server it
-// takes with rec's UID (status.allocatedBy) in the same write.
+// takes with rec's UID (status.allocatedBy) in the same write. It does not deliver the
+// allocation: the caller calls Finish, before it records the result, so that an operator that
+// stops in between finishes the delivery on its next try (the server is found by the mark).
 func (a *Allocator) AllocateFor(ctx context.Context, rec *v1alpha1.GameServerAllocation) (v1alpha1.GameServerAllocationStatus, error) {
-	return a.serve(ctx, rec.Namespace, rec.Spec, allocSourceResource, rec.UID)
+	start := time.Now()
+	st, _, err := a.allocate(ctx, rec.Namespace, rec.Spec, rec.UID)
+	a.observe(allocSourceResource, start, st, err)
+	return st, err
 }
 
-func (a *Allocator) serve(ctx context.Context, ns string, spec v1alpha1.GameServerAllocationSpec, source string, by types.UID) (v1alpha1.GameServerAllocationStatus, error) {
-	start := time.Now()
-	st, err := a.allocate(ctx, ns, spec, by)
+// Finish completes an allocation that marked the server gsName: it adds the allocation's labels
+// and annotations to the GameServer and delivers the allocation to the server's process, which
+// answers once the game has seen it. Only then may the result be handed out: a player given the
+// address finds a game that knows its match. Finish is idempotent.
+func (a *Allocator) Finish(ctx context.Context, ns string, spec v1alpha1.GameServerAllocationSpec, name string, by types.UID, gsName string) error {
+	gs := &v1alpha1.GameServer{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: gsName}}
+	if md := spec.Metadata; md != nil && (len(md.Labels) > 0 || len(md.Annotations) > 0) {
+		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": md.Labels, "annotations": md.Annotations}})
+		if err != nil {
+			return fmt.Errorf("encode allocation metadata: %w", err)
+		}
+		if err := a.write.Patch(ctx, gs, client.RawPatch(types.MergePatchType, patch)); err != nil {
+			return fmt.Errorf("apply allocation metadata to gameserver %s: %w", gsName, err)
+		}
+	} else if err := a.api.Get(ctx, client.ObjectKeyFromObject(gs), gs); err != nil {
+		return fmt.Errorf("read gameserver %s: %w", gsName, err)
+	}
+	if a.deliver == nil {
+		return nil
+	}
+	al := netcode.Allocation{Name: name, UID: string(by), Payload: spec.Payload, PlayerRoom: spec.Room()}
+	if md := spec.Metadata; md != nil {
+		al.Labels, al.Annotations = md.Labels, md.Annotations
+	}
+	if err := a.deliver.DeliverAllocation(ctx, gs, al); err != nil {
+		return fmt.Errorf("deliver the allocation to gameserver %s: %w", gsName, err)
+	}
+	return nil
+}
+
+// DeliverWith makes the Allocator deliver allocations to the servers' processes through d. Call
+// it before the manager starts.
+func (a *Allocator) DeliverWith(d AllocationDeliverer) { a.deliver = d }
+
+// AllocationDeliverer delivers an allocation to the process of a GameServer and returns once the
+// game has seen it (the GameServer reconciler, which holds the admin API's client and token).
+type AllocationDeliverer interface {
+	DeliverAllocation(ctx context.Context, gs *v1alpha1.GameServer, a netcode.Allocation) error
+}
+
+func (a *Allocator) observe(source string, start time.Time, st v1alpha1.GameServerAllocationStatus, err error) {
 	result := string(st.State)
 	if err != nil {
 		result = "error"
 	}
 	allocationDuration.WithLabelValues(source, result).Observe(time.Since(start).Seconds())
-	return st, err
 }
 
-func (a *Allocator) allocate(ctx context.Context, ns string, spec v1alpha1.GameServerAllocationSpec, by types.UID) (v1alpha1.GameServerAllocationStatus, error) {
+// undoFunc undoes the mark of an allocation.
+type undoFunc func(context.Context) error
+
+func (a *Allocator) allocate(ctx context.Context, ns string, spec v1alpha1.GameServerAllocationSpec, by types.UID) (v1alpha1.GameServerAllocationStatus, undoFunc, error) {
 	sel, err := spec.LabelSelector()
 	if err != nil {
-		return unallocated(v1alpha1.AllocationReasonInvalid, err.Error()), nil
+		return unallocated(v1alpha1.AllocationReasonInvalid, err.Error()), nil, nil
 	}
-	candidates, err := a.index.candidates(ctx, ns, sel)
+	if err := validateAllocationSpec(spec); err != nil {
+		return unallocated(v1alpha1.AllocationReasonInvalid, err.Error()), nil, nil
+	}
+	candidates, err := a.index.candidates(ctx, ns, sel, spec.Room())
 	if err != nil {
-		return v1alpha1.GameServerAllocationStatus{}, err
+		return v1alpha1.GameServerAllocationStatus{}, nil, err
 	}
 	matched := candidates.Len()
 	// First the servers no request of this process is trying, then those whose claim ended
-	// without taking them.
+	// without taking them — or, for a request that asks for room, took them and may have left
+	// room (backfill).
+	backfill := spec.Room() > 0
 	var waiting []*v1alpha1.GameServer
 	for gs := candidates.Next(); gs != nil; gs = candidates.Next() {
-		c, mine, taken := a.claim(gs.UID)
+		c, mine, taken, stale := a.claim(gs.UID, backfill)
 		if !mine {
 			if !taken {
 				waiting = append(waiting, gs)
 			}
 			continue
 		}
-		st, ok, err := a.mark(ctx, gs, sel, c, by)
+		st, undo, ok, err := a.mark(ctx, gs, sel, spec.Room(), c, by, stale)
 		if ok || err != nil {
-			return st, err
+			return st, undo, err
 		}
 	}
 	for _, gs := range waiting {
-		if c := a.claimOf(gs.UID); c != nil {
+		for {
+			c, mine, taken, stale := a.claim(gs.UID, backfill)
+			if mine {
+				st, undo, ok, err := a.mark(ctx, gs, sel, spec.Room(), c, by, stale)
+				if ok || err != nil {
+					return st, undo, err
+				}
+				break
+			}
+			if taken {
+				break
+			}
 			select {
 			case <-ctx.Done():
-				return v1alpha1.GameServerAllocationStatus{}, ctx.Err()
+				return v1alpha1.GameServerAllocationStatus{}, nil, ctx.Err()
 			case <-c.done:
 			}
 		}
-		c, mine, _ := a.claim(gs.UID)
-		if !mine {
-			continue
-		}
-		st, ok, err := a.mark(ctx, gs, sel, c, by)
-		if ok || err != nil {
-			return st, err
-		}
 	}
 	msg := fmt.Sprintf("no Ready GameServer matches %s in namespace %s", describeSelector(spec), ns)
+	if spec.Room() > 0 {
+		msg = fmt.Sprintf("no GameServer with room for %d players matches %s in namespace %s", spec.Room(), describeSelector(spec), ns)
+	}
 	if matched > 0 {
 		msg += fmt.Sprintf(" (%d did, and other allocations took them first)", matched)
 	}
-	return unallocated(v1alpha1.AllocationReasonNoReadyServer, msg), nil
+	return unallocated(v1alpha1.AllocationReasonNoReadyServer, msg), nil, nil
 }
 
-// mark tries to mark gs Allocated for the claim c (which it ends), with status.allocatedBy by if
-// by is set, re-reading the server when it changed since it was read. It reports whether it took
-// the server.
-func (a *Allocator) mark(ctx context.Context, gs *v1alpha1.GameServer, sel labels.Selector, c *claim, by types.UID) (v1alpha1.GameServerAllocationStatus, bool, error) {
-	taken := false
-	defer func() { a.release(gs.UID, c, taken) }()
-	rv := gs.ResourceVersion
-	for range triesPerServer {
-		patch := fmt.Appendf(nil, `{"metadata":{"resourceVersion":%q},"status":{"state":%q`, rv, v1alpha1.GameServerStateAllocated)
-		if by != "" {
-			patch = fmt.Appendf(patch, `,"allocatedBy":%q`, by)
+// validateAllocationSpec checks what the CRD checks of an allocation's metadata and payload, for
+// requests of the allocator endpoint, which the API server never sees.
+func validateAllocationSpec(spec v1alpha1.GameServerAllocationSpec) error {
+	al := netcode.Allocation{UID: "-", Payload: spec.Payload, PlayerRoom: spec.Room()}
+	if md := spec.Metadata; md != nil {
+		al.Labels, al.Annotations = md.Labels, md.Annotations
+	}
+	err := netcode.ValidateAllocation(al)
+	if ve, ok := errors.AsType[*netcode.ValidationError](err); ok {
+		f := ve.Fields[0]
+		field := "spec." + f.Field
+		if f.Field == "labels" || f.Field == "annotations" {
+			field = "spec.metadata." + f.Field
 		}
-		patch = append(patch, "}}"...)
+		return fmt.Errorf("%s: %s", field, f.Detail)
+	}
+	return err
+}
+
+// pendingRoomTTL is how long the room an allocation took for its players is held for them.
+const pendingRoomTTL = time.Minute
+
+// mark tries to mark gs Allocated for the claim c (which it ends), with status.allocatedBy by,
+// and holds room for room players in the same write, re-reading the server when it changed since
+// it was read. The write carries the resourceVersion read, so of two allocations that read the
+// same room only one takes it. It reports whether it took the server, and how to undo the mark.
+//
+// With stale set the cached gs is older than a mark of this process, and it is read fresh first.
+func (a *Allocator) mark(ctx context.Context, gs *v1alpha1.GameServer, sel labels.Selector, room int32, c *claim, by types.UID, stale bool) (v1alpha1.GameServerAllocationStatus, undoFunc, bool, error) {
+	taken, rv := false, ""
+	defer func() { a.release(gs.UID, c, taken, rv) }()
+	cur := gs
+	if stale {
+		fresh := &v1alpha1.GameServer{}
+		if err := a.api.Get(ctx, client.ObjectKeyFromObject(gs), fresh); err != nil {
+			if apierrors.IsNotFound(err) {
+				return v1alpha1.GameServerAllocationStatus{}, nil, false, nil
+			}
+			return v1alpha1.GameServerAllocationStatus{}, nil, false, fmt.Errorf("read gameserver %s: %w", gs.Name, err)
+		}
+		if fresh.UID != gs.UID || !eligible(fresh, room) || !sel.Matches(labels.Set(fresh.Labels)) {
+			return v1alpha1.GameServerAllocationStatus{}, nil, false, nil
+		}
+		cur = fresh
+	}
+	for range triesPerServer {
+		patch, err := markPatch(cur, room, by, time.Now())
+		if err != nil {
+			return v1alpha1.GameServerAllocationStatus{}, nil, false, err
+		}
 		out := &v1alpha1.GameServer{ObjectMeta: metav1.ObjectMeta{Namespace: gs.Namespace, Name: gs.Name}}
-		err := a.write.Status().Patch(ctx, out, client.RawPatch(types.MergePatchType, patch))
+		err = a.write.Status().Patch(ctx, out, client.RawPatch(types.MergePatchType, patch))
 		switch {
 		case err == nil:
-			taken = true
-			return allocatedTo(out), true, nil
+			taken, rv = true, out.ResourceVersion
+			return allocatedTo(out), a.undo(cur, out, room), true, nil
 		case apierrors.IsNotFound(err):
-			return v1alpha1.GameServerAllocationStatus{}, false, nil
+			return v1alpha1.GameServerAllocationStatus{}, nil, false, nil
 		case !apierrors.IsConflict(err):
-			return v1alpha1.GameServerAllocationStatus{}, false, fmt.Errorf("mark gameserver %s allocated: %w", gs.Name, err)
+			return v1alpha1.GameServerAllocationStatus{}, nil, false, fmt.Errorf("mark gameserver %s allocated: %w", gs.Name, err)
 		}
 		allocationConflicts.Inc()
 		fresh := &v1alpha1.GameServer{}
 		if err := a.api.Get(ctx, client.ObjectKeyFromObject(gs), fresh); err != nil {
 			if apierrors.IsNotFound(err) {
-				return v1alpha1.GameServerAllocationStatus{}, false, nil
+				return v1alpha1.GameServerAllocationStatus{}, nil, false, nil
 			}
-			return v1alpha1.GameServerAllocationStatus{}, false, fmt.Errorf("read gameserver %s: %w", gs.Name, err)
+			return v1alpha1.GameServerAllocationStatus{}, nil, false, fmt.Errorf("read gameserver %s: %w", gs.Name, err)
 		}
-		if fresh.UID != gs.UID || !allocatable(fresh) || !sel.Matches(labels.Set(fresh.Labels)) {
-			return v1alpha1.GameServerAllocationStatus{}, false, nil
+		if fresh.UID != gs.UID || !eligible(fresh, room) || !sel.Matches(labels.Set(fresh.Labels)) {
+			return v1alpha1.GameServerAllocationStatus{}, nil, false, nil
 		}
-		rv = fresh.ResourceVersion
+		cur = fresh
 	}
-	return v1alpha1.GameServerAllocationStatus{}, false, nil
+	return v1alpha1.GameServerAllocationStatus{}, nil, false, nil
 }
 
-// claim registers this process's attempt on a server. It returns the new claim and mine set when
-// the server was free; otherwise the existing claim and whether that one took the server.
-func (a *Allocator) claim(uid types.UID) (c *claim, mine, taken bool) {
+// markPatch is the status patch that marks gs, as read, Allocated by by, holding room for room
+// more players.
+func markPatch(gs *v1alpha1.GameServer, room int32, by types.UID, now time.Time) ([]byte, error) {
+	st := map[string]any{"state": v1alpha1.GameServerStateAllocated, "allocatedBy": by}
+	if room > 0 {
+		p := v1alpha1.GameServerPlayers{}
+		if gs.Status.Players != nil {
+			p = *gs.Status.Players
+		}
+		until := metav1.NewTime(now.Add(pendingRoomTTL))
+		st["players"] = map[string]any{"pending": p.Pending + room, "pendingUntil": until}
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"resourceVersion": gs.ResourceVersion}, "status": st})
+	if err != nil {
+		return nil, fmt.Errorf("encode allocation mark: %w", err)
+	}
+	return patch, nil
+}
+
+// undo returns the undo of the mark that turned before into after: the state, mark and held room
+// go back to what they were, unless the server changed since.
+func (a *Allocator) undo(before, after *v1alpha1.GameServer, room int32) undoFunc {
+	return func(ctx context.Context) error {
+		st := map[string]any{"state": before.Status.State, "allocatedBy": before.Status.AllocatedBy}
+		if room > 0 {
+			pending := int32(0)
+			if after.Status.Players != nil {
+				pending = max(0, after.Status.Players.Pending-room)
+			}
+			st["players"] = map[string]any{"pending": pending}
+		}
+		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"resourceVersion": after.ResourceVersion}, "status": st})
+		if err != nil {
+			return fmt.Errorf("encode allocation undo: %w", err)
+		}
+		out := &v1alpha1.GameServer{ObjectMeta: metav1.ObjectMeta{Namespace: after.Namespace, Name: after.Name}}
+		if err := a.write.Status().Patch(ctx, out, client.RawPatch(types.MergePatchType, patch)); err != nil {
+			return fmt.Errorf("undo the allocation of gameserver %s: %w", after.Name, err)
+		}
+		return nil
+	}
+}
+
+// claim registers this process's attempt on a server. It returns the new claim and mine set
+// when the server was free — or, with backfill set, when the claim on it has finished and took
+// it, in which case stale says the cache may not show that mark yet; otherwise the existing
+// claim, and whether it has finished and took the server.
+func (a *Allocator) claim(uid types.UID, backfill bool) (c *claim, mine, taken, stale bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	now := time.Now()
@@ -239,25 +409,23 @@ func (a *Allocator) claim(uid types.UID) (c *claim, mine, taken bool) {
 		a.lastSweep = now
 	}
 	if c, ok := a.claims[uid]; ok {
-		return c, false, c.taken
+		if !backfill || !c.taken {
+			return c, false, c.taken, false
+		}
+		stale = true
 	}
 	c = &claim{done: make(chan struct{}), at: now}
 	a.claims[uid] = c
-	return c, true, false
-}
-
-func (a *Allocator) claimOf(uid types.UID) *claim {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.claims[uid]
+	return c, true, false, stale
 }
 
 // release ends a claim. A server that was taken stays claimed until the cache has surely shown
 // it Allocated; one that was not is free to try again.
-func (a *Allocator) release(uid types.UID, c *claim, taken bool) {
+func (a *Allocator) release(uid types.UID, c *claim, taken bool, rv string) {
 	a.mu.Lock()
-	c.taken, c.at = taken, time.Now()
-	if !taken {
+	c.taken, c.at, c.rv = taken, time.Now(), rv
+	if (!taken || a.index.versionOf(uid) == rv) && a.claims[uid] == c {
+		// Not taken, or the cache already shows the mark.
 		delete(a.claims, uid)
 	}
 	a.mu.Unlock()
@@ -269,25 +437,62 @@ func allocatable(gs *v1alpha1.GameServer) bool {
 	return gs.Status.State == v1alpha1.GameServerStateReady && gs.DeletionTimestamp.IsZero()
 }
 
+// backfillable reports whether an Allocated server may take more players of its match: its game
+// declared a capacity and it has room left.
+func backfillable(gs *v1alpha1.GameServer) bool {
+	free, declared := roomFor(gs)
+	return gs.Status.State == v1alpha1.GameServerStateAllocated && gs.DeletionTimestamp.IsZero() && declared && free > 0
+}
+
+// eligible reports whether gs can serve a request for room players: a Ready server with that
+// much room (or no declared capacity), or, for a request that asks for room, an Allocated one
+// with that much room.
+func eligible(gs *v1alpha1.GameServer, room int32) bool {
+	free, declared := roomFor(gs)
+	switch {
+	case allocatable(gs):
+		return room == 0 || !declared || free >= room
+	case room > 0 && backfillable(gs):
+		return free >= room
+	}
+	return false
+}
+
 // readyIndex is the Allocator's view of the informer: the Ready servers of each namespace and
 // the number of Allocated servers on each node. It holds the informer's own objects, which are
 // never modified; a request scans pointers instead of copying every server out of the cache.
 type readyIndex struct {
 	synced func() bool
+	// seen, if set, learns every server version the index takes in.
+	seen func(uid types.UID, rv string)
 
 	mu        sync.RWMutex
+	versions  map[types.UID]string                          // server -> resourceVersion in the cache
 	ready     map[string]map[types.UID]*v1alpha1.GameServer // namespace -> Ready servers
+	backfill  map[string]map[types.UID]*v1alpha1.GameServer // namespace -> Allocated servers with room
 	allocated map[string]int                                // node -> Allocated servers
 }
 
 func newReadyIndex() *readyIndex {
-	return &readyIndex{ready: map[string]map[types.UID]*v1alpha1.GameServer{}, allocated: map[string]int{}}
+	return &readyIndex{
+		versions:  map[types.UID]string{},
+		ready:     map[string]map[types.UID]*v1alpha1.GameServer{},
+		backfill:  map[string]map[types.UID]*v1alpha1.GameServer{},
+		allocated: map[string]int{},
+	}
 }
 
 // OnAdd, OnUpdate and OnDelete keep the index (a toolscache.ResourceEventHandler).
-func (x *readyIndex) OnAdd(obj any, _ bool) { x.replace(nil, asGameServer(obj)) }
+func (x *readyIndex) OnAdd(obj any, _ bool) { x.take(nil, asGameServer(obj)) }
 
-func (x *readyIndex) OnUpdate(old, cur any) { x.replace(asGameServer(old), asGameServer(cur)) }
+func (x *readyIndex) OnUpdate(old, cur any) { x.take(asGameServer(old), asGameServer(cur)) }
+
+func (x *readyIndex) take(old, cur *v1alpha1.GameServer) {
+	x.replace(old, cur)
+	if cur != nil && x.seen != nil {
+		x.seen(cur.UID, cur.ResourceVersion)
+	}
+}
 
 func (x *readyIndex) OnDelete(obj any) {
 	if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
@@ -311,33 +516,56 @@ func (x *readyIndex) replace(old, cur *v1alpha1.GameServer) {
 				delete(x.allocated, old.Status.NodeName)
 			}
 		}
-		if m := x.ready[old.Namespace]; m != nil {
-			delete(m, old.UID)
-			if len(m) == 0 {
-				delete(x.ready, old.Namespace)
-			}
-		}
+		unindex(x.ready, old)
+		unindex(x.backfill, old)
+		delete(x.versions, old.UID)
 	}
 	if cur == nil {
 		return
 	}
+	x.versions[cur.UID] = cur.ResourceVersion
 	if cur.Status.State == v1alpha1.GameServerStateAllocated {
 		x.allocated[cur.Status.NodeName]++
 	}
-	if allocatable(cur) {
-		m := x.ready[cur.Namespace]
-		if m == nil {
-			m = map[types.UID]*v1alpha1.GameServer{}
-			x.ready[cur.Namespace] = m
-		}
-		m[cur.UID] = cur
+	switch {
+	case allocatable(cur):
+		index(x.ready, cur)
+	case backfillable(cur):
+		index(x.backfill, cur)
 	}
 }
 
-// candidates returns the Ready servers of ns that sel matches, as a queue that hands them out in
-// the order they are tried (see candidateQueue). It waits until the informer has synced, so that
-// no request is refused for want of a full view.
-func (x *readyIndex) candidates(ctx context.Context, ns string, sel labels.Selector) (*candidateQueue, error) {
+// versionOf is the resourceVersion of the server uid in the cache.
+func (x *readyIndex) versionOf(uid types.UID) string {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	return x.versions[uid]
+}
+
+func index(m map[string]map[types.UID]*v1alpha1.GameServer, gs *v1alpha1.GameServer) {
+	byUID := m[gs.Namespace]
+	if byUID == nil {
+		byUID = map[types.UID]*v1alpha1.GameServer{}
+		m[gs.Namespace] = byUID
+	}
+	byUID[gs.UID] = gs
+}
+
+func unindex(m map[string]map[types.UID]*v1alpha1.GameServer, gs *v1alpha1.GameServer) {
+	if byUID := m[gs.Namespace]; byUID != nil {
+		delete(byUID, gs.UID)
+		if len(byUID) == 0 {
+			delete(m, gs.Namespace)
+		}
+	}
+}
+
+// candidates returns the servers of ns that sel matches and that can serve a request for room
+// players, as a queue that hands them out in the order they are tried (see candidateQueue): for
+// a request that asks for room, the Allocated servers with enough room first (backfill), then
+// the Ready ones. It waits until the informer has synced, so that no request is refused for want
+// of a full view.
+func (x *readyIndex) candidates(ctx context.Context, ns string, sel labels.Selector, room int32) (*candidateQueue, error) {
 	for !x.synced() {
 		select {
 		case <-ctx.Done():
@@ -347,10 +575,18 @@ func (x *readyIndex) candidates(ctx context.Context, ns string, sel labels.Selec
 	}
 	x.mu.RLock()
 	q := &candidateQueue{h: make([]candidate, 0, len(x.ready[ns]))}
-	for _, gs := range x.ready[ns] {
-		if sel.Matches(labels.Set(gs.Labels)) {
-			q.h = append(q.h, candidate{gs: gs, packed: x.allocated[gs.Status.NodeName], created: gs.CreationTimestamp.UnixNano()})
+	add := func(gs *v1alpha1.GameServer, backfill bool) {
+		if eligible(gs, room) && sel.Matches(labels.Set(gs.Labels)) {
+			q.h = append(q.h, candidate{gs: gs, backfill: backfill, packed: x.allocated[gs.Status.NodeName], created: gs.CreationTimestamp.UnixNano()})
 		}
+	}
+	if room > 0 {
+		for _, gs := range x.backfill[ns] {
+			add(gs, true)
+		}
+	}
+	for _, gs := range x.ready[ns] {
+		add(gs, false)
 	}
 	x.mu.RUnlock()
 	q.init()
@@ -359,9 +595,10 @@ func (x *readyIndex) candidates(ctx context.Context, ns string, sel labels.Selec
 
 // candidate is a Ready server with the keys it is ranked by, read once.
 type candidate struct {
-	gs      *v1alpha1.GameServer
-	packed  int   // Allocated servers on its node
-	created int64 // creation time, Unix nanoseconds
+	gs       *v1alpha1.GameServer
+	backfill bool  // an Allocated server with room: a running match is filled before a new one starts
+	packed   int   // Allocated servers on its node
+	created  int64 // creation time, Unix nanoseconds
 }
 
 // before reports whether c is tried before d. Servers on the nodes that already run the most
@@ -369,6 +606,9 @@ type candidate struct {
 // newest server, so that during a rollout the servers of the current template take matches and
 // the older ones are left to be replaced; then by name, so the order is total.
 func (c *candidate) before(d *candidate) bool {
+	if c.backfill != d.backfill {
+		return c.backfill
+	}
 	if c.packed != d.packed {
 		return c.packed > d.packed
 	}

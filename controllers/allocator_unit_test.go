@@ -63,7 +63,7 @@ func TestReadyIndex(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := x.candidates(t.Context(), "games", sel)
+	got, err := x.candidates(t.Context(), "games", sel, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +123,7 @@ func TestReadyIndexWaitsForSync(t *testing.T) {
 	x.synced = func() bool { return false }
 	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
 	defer cancel()
-	if _, err := x.candidates(ctx, "games", labels.Everything()); !errors.Is(err, context.DeadlineExceeded) {
+	if _, err := x.candidates(ctx, "games", labels.Everything(), 0); !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("err %v, want the deadline", err)
 	}
 }
@@ -171,7 +171,7 @@ func BenchmarkCandidates(b *testing.B) {
 			}
 			b.ReportAllocs()
 			for b.Loop() {
-				got, err := x.candidates(b.Context(), "games", sel)
+				got, err := x.candidates(b.Context(), "games", sel, 0)
 				if err != nil || got.Next() == nil {
 					b.Fatal(err)
 				}

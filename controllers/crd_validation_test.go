@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -61,6 +62,18 @@ var invalidGameServers = []struct {
 		gs.Spec.Ports[0].Protocol, gs.Spec.AdminPort = "TCP", netcode.DefaultGamePort
 	}},
 	{name: "container names no container", field: "spec.container", edit: func(gs *v1alpha1.GameServer) { gs.Spec.Container = "sidecar" }},
+	{name: "no containers", field: "spec.template.spec.containers", edit: func(gs *v1alpha1.GameServer) {
+		gs.Spec.Template.Spec.Containers = nil
+	}},
+	{name: "template without a pod spec", field: "spec.template.spec.containers", raw: func(obj map[string]any) {
+		delete(obj["spec"].(map[string]any)["template"].(map[string]any), "spec")
+	}},
+	{name: "container names no container of an empty list", field: "spec.container", edit: func(gs *v1alpha1.GameServer) {
+		gs.Spec.Container, gs.Spec.Template.Spec.Containers = "server", []corev1.Container{}
+	}},
+	{name: "health check too eager", field: "spec.health.unhealthyAfterSeconds", edit: func(gs *v1alpha1.GameServer) {
+		gs.Spec.Health.UnhealthyAfterSeconds = 1
+	}},
 	{name: "no template", field: "spec.template", raw: func(obj map[string]any) {
 		delete(obj["spec"].(map[string]any), "template")
 	}},

@@ -385,7 +385,7 @@ func (r *FleetReconciler) each(ctx context.Context, servers []*v1alpha1.GameServ
 func (r *FleetReconciler) reconcileStatus(fleet *v1alpha1.Fleet, servers []*v1alpha1.GameServer, hash string, unavailable int) {
 	st := &fleet.Status
 	st.Selector = labels.SelectorFromSet(labels.Set{v1alpha1.LabelFleet: fleet.Name}).String()
-	var replicas, ready, allocated, oldAllocated, applied, updated, refused int32
+	var replicas, ready, allocated, reserved, oldAllocated, applied, updated, refused, players, capacity int32
 	var refusedExample string
 	for _, gs := range servers {
 		if !live(gs) {
@@ -397,6 +397,11 @@ func (r *FleetReconciler) reconcileStatus(fleet *v1alpha1.Fleet, servers []*v1al
 			ready++
 		case v1alpha1.GameServerStateAllocated:
 			allocated++
+		case v1alpha1.GameServerStateReserved:
+			reserved++
+		}
+		if p := gs.Status.Players; p != nil {
+			players, capacity = players+p.Connected, capacity+p.Capacity
 		}
 		switch {
 		case gs.Labels[v1alpha1.LabelTemplateHash] == hash:
@@ -416,7 +421,8 @@ func (r *FleetReconciler) reconcileStatus(fleet *v1alpha1.Fleet, servers []*v1al
 			}
 		}
 	}
-	st.Replicas, st.ReadyReplicas, st.AllocatedReplicas = replicas, ready, allocated
+	st.Replicas, st.ReadyReplicas, st.AllocatedReplicas, st.ReservedReplicas = replicas, ready, allocated, reserved
+	st.Players, st.PlayerCapacity = players, capacity
 	st.ConfigAppliedReplicas, st.UpdatedReplicas = applied, updated
 	st.Config = fmt.Sprintf("%d/%d", applied, replicas)
 

@@ -43,9 +43,15 @@ type fleetServer struct {
 	created time.Time
 }
 
-// up reports whether the server runs: Ready or Allocated.
+// up reports whether the server runs: Ready, Reserved or Allocated.
 func (s fleetServer) up() bool {
-	return s.state == v1alpha1.GameServerStateReady || s.state == v1alpha1.GameServerStateAllocated
+	return s.state == v1alpha1.GameServerStateReady || s.held()
+}
+
+// held reports whether the server is kept through scale-downs and rollouts: Allocated (a match
+// owns it) or Reserved (its game held it back for one).
+func (s fleetServer) held() bool {
+	return s.state == v1alpha1.GameServerStateAllocated || s.state == v1alpha1.GameServerStateReserved
 }
 
 // fleetPlan is one step of a fleet towards its spec.
@@ -105,7 +111,7 @@ func planFleet(replicas int, strategy v1alpha1.FleetStrategy, servers []fleetSer
 		switch {
 		case s.current:
 			current = append(current, i)
-		case s.state == v1alpha1.GameServerStateAllocated:
+		case s.held():
 			oldAllocated++
 		default:
 			old = append(old, i)
@@ -117,7 +123,7 @@ func planFleet(replicas int, strategy v1alpha1.FleetStrategy, servers []fleetSer
 
 	// Scale-down of current servers.
 	removable := slices.DeleteFunc(slices.Clone(current), func(i int) bool {
-		return servers[i].state == v1alpha1.GameServerStateAllocated
+		return servers[i].held()
 	})
 	sortForScaleDown(servers, removable)
 	plan.remove = removable[:min(len(removable), max(0, len(current)-want))]

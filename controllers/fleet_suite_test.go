@@ -47,6 +47,7 @@ func setupFleetControllers(ctx context.Context, mgr ctrl.Manager) error {
 	if err != nil {
 		return fmt.Errorf("allocator: %w", err)
 	}
+	allocator.DeliverWith(operator)
 	if err := NewAllocationReconciler(mgr, allocator, 0).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setup allocation: %w", err)
 	}

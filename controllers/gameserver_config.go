@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"net/http"
 	"slices"
 	"strconv"
 	"sync"
@@ -16,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/netfleet/netfleet/api/netcode"
 	"github.com/netfleet/netfleet/api/v1alpha1"
@@ -124,7 +126,7 @@ func (r *GameServerReconciler) reconcileConfig(ctx context.Context, gs *v1alpha1
 	if err != nil {
 		return 0, err
 	}
-	endpoint := net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(int(adminPort(gs))))
+	endpoint := adminEndpoint(gs, pod)
 	if upToDate {
 		cur, err := r.pusher.Status(ctx, endpoint, token)
 		if err != nil {
@@ -176,6 +178,11 @@ func (r *GameServerReconciler) reconcileConfig(ctx context.Context, gs *v1alpha1
 		r.recorder.Eventf(gs, pod, corev1.EventTypeNormal, "ConfigApplied", "PushConfig", "the server runs generation %d (hash %s)", gen, hash)
 	}
 	return r.verifyAfter(), nil
+}
+
+// adminEndpoint is host:port of the admin API of gs's process in pod.
+func adminEndpoint(gs *v1alpha1.GameServer, pod *corev1.Pod) string {
+	return net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(int(adminPort(gs))))
 }
 
 // recordRunning records what the server reports it runs.
@@ -278,6 +285,39 @@ func (r *GameServerReconciler) pushConnectKeys(ctx context.Context, gs *v1alpha1
 	st.ConnectKeyIDs = st.ConnectKeyIDs[:0]
 	for _, id := range got.KeyIDs {
 		st.ConnectKeyIDs = append(st.ConnectKeyIDs, int64(id))
+	}
+	return nil
+}
+
+// DeliverAllocation delivers an allocation to the process of gs (PUT /v1/allocation) and returns
+// once the game has seen it. It implements AllocationDeliverer.
+func (r *GameServerReconciler) DeliverAllocation(ctx context.Context, gs *v1alpha1.GameServer, a netcode.Allocation) error {
+	pod := &corev1.Pod{}
+	if err := r.Get(ctx, client.ObjectKeyFromObject(gs), pod); err != nil {
+		return fmt.Errorf("get pod: %w", err)
+	}
+	if pod.Status.PodIP == "" {
+		return fmt.Errorf("pod %s has no IP", pod.Name)
+	}
+	token, err := r.tokens.get(ctx, gs.Namespace)
+	if err != nil {
+		return err
+	}
+	st, err := r.pusher.Allocate(ctx, adminEndpoint(gs, pod), token, a)
+	if pe, ok := errors.AsType[*PushError](err); ok {
+		switch {
+		case pe.StatusCode == http.StatusGone:
+			// Delivered before (a retry after a lost answer), and its match is already over.
+			return nil
+		case pe.Reason == pushErrUnauthorized:
+			r.tokens.forget(gs.Namespace)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	if st.State != netcode.LifecycleAllocated {
+		return fmt.Errorf("the process took the allocation but reports state %s", st.State)
 	}
 	return nil
 }

@@ -20,8 +20,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
+	"github.com/netfleet/netfleet/api/netcode"
 	"github.com/netfleet/netfleet/api/v1alpha1"
 )
 
@@ -76,6 +80,7 @@ type GameServerReconciler struct {
 	keys     *ConnectKeyStore
 	ports    *hostPortPicker
 	memos    *memos
+	watches  *lifecycleWatches
 	opts     GameServerOptions
 }
 
@@ -85,14 +90,17 @@ func NewGameServerReconciler(mgr ctrl.Manager, opts GameServerOptions) *GameServ
 	if opts.ConnectKeys == nil {
 		opts.ConnectKeys = NewConnectKeyStore(mgr.GetAPIReader(), mgr.GetClient(), ConnectKeyOptions{})
 	}
+	pusher := NewPusher(opts.PushTimeout)
+	tokens := newTokenStore(mgr.GetAPIReader(), mgr.GetClient())
 	return &GameServerReconciler{
 		Client:   mgr.GetClient(),
 		recorder: mgr.GetEventRecorder("netfleet-operator"),
-		pusher:   NewPusher(opts.PushTimeout),
-		tokens:   newTokenStore(mgr.GetAPIReader(), mgr.GetClient()),
+		pusher:   pusher,
+		tokens:   tokens,
 		keys:     opts.ConnectKeys,
 		ports:    newHostPortPicker(opts.PortRange),
 		memos:    newMemos(),
+		watches:  newLifecycleWatches(pusher, tokens, opts.RetryMax/2),
 		opts:     opts,
 	}
 }
@@ -110,12 +118,22 @@ func CacheOptions() cache.Options {
 	}}
 }
 
-// SetupWithManager registers the reconciler; Pod changes (phase, readiness, restarts) reconcile
-// their GameServer.
+// SetupWithManager registers the reconciler; Pod changes (phase, readiness, restarts) and
+// lifecycle changes the processes report reconcile their GameServer.
 func (r *GameServerReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	// The lifecycle watches end with the manager.
+	err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		<-ctx.Done()
+		r.watches.stopAll()
+		return nil
+	}))
+	if err != nil {
+		return fmt.Errorf("add lifecycle watches: %w", err)
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.GameServer{}).
 		Owns(&corev1.Pod{}).
+		WatchesRawSource(source.Channel(r.watches.events, &handler.EnqueueRequestForObject{})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.opts.MaxConcurrentReconciles}).
 		Named("gameserver").
 		Complete(r)
@@ -136,6 +154,7 @@ func (r *GameServerReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	if err := r.Get(ctx, req.NamespacedName, gs); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.memos.forget(req.NamespacedName)
+			r.watches.stop(req.NamespacedName)
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, fmt.Errorf("get gameserver: %w", err)
@@ -143,6 +162,7 @@ func (r *GameServerReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	if !gs.DeletionTimestamp.IsZero() {
 		// The Pod goes with its owner reference; only the in-memory notes are left to drop.
 		r.memos.forget(req.NamespacedName)
+		r.watches.stop(req.NamespacedName)
 		return ctrl.Result{}, nil
 	}
 	base := gs.DeepCopy()
@@ -156,9 +176,10 @@ func (r *GameServerReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 			requeue, err = r.reconcileConfig(ctx, gs, pod, memo)
 		}
 	}
+	view := r.watchLifecycle(ctx, gs, pod)
 	// The state machine needs a true view of the Pod: not after a failed read of it.
 	if err == nil || errors.Is(err, reconcile.TerminalError(nil)) || pod != nil {
-		r.reconcileState(gs, pod)
+		requeue = shortest(requeue, r.reconcileState(gs, pod, view))
 	}
 	if err == nil {
 		gs.Status.ObservedGeneration = gs.Generation
@@ -166,7 +187,7 @@ func (r *GameServerReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 
 	if perr := r.patchStatus(ctx, base, gs); perr != nil {
 		if apierrors.IsConflict(perr) && err == nil {
-			// Someone else (allocation) changed the state meanwhile: look again.
+			// Someone else (allocation) changed the state or the held room meanwhile: look again.
 			return ctrl.Result{RequeueAfter: r.opts.RetryBase}, nil
 		}
 		return ctrl.Result{}, errors.Join(err, fmt.Errorf("patch gameserver status: %w", perr))
@@ -315,21 +336,104 @@ func nodeAddress(node *corev1.Node, pod *corev1.Pod) string {
 	return pod.Status.HostIP
 }
 
-// reconcileState moves the state machine and sets the Ready condition.
-func (r *GameServerReconciler) reconcileState(gs *v1alpha1.GameServer, pod *corev1.Pod) {
+// reconcileState moves the state machine — the Pod's view (nextState), then the process's
+// lifecycle (lifecycleState) and its health (healthState) — records the players, counters and
+// reservation the process reports, and sets the Ready and Healthy conditions. It returns when
+// to look again: when the health check runs out, or the held room is released.
+func (r *GameServerReconciler) reconcileState(gs *v1alpha1.GameServer, pod *corev1.Pod, view *lifecycleView) time.Duration {
 	st := gs.Status.Netcode
 	configRunning := st.InstanceID != "" && st.AppliedGeneration > 0
 	prev := gs.Status.State
 	next := nextState(prev, pod, configRunning)
+	var obs *netcode.LifecycleStatus
+	if view != nil && view.seen {
+		obs = &view.status
+	}
+	next = lifecycleState(next, obs, gs.Status.AllocatedBy, pod != nil && podReady(pod) && configRunning)
+	now := time.Now()
+	var requeue time.Duration
+	unhealthy := false
+	if view != nil && !gs.Spec.Health.Disabled {
+		until := view.healthyUntil(unhealthyAfter(gs))
+		unhealthy = !now.Before(until)
+		if !unhealthy {
+			requeue = until.Sub(now) + time.Millisecond
+		}
+	}
+	next = healthState(next, unhealthy, gs.Spec.Health)
+	ended := prev == v1alpha1.GameServerStateAllocated && next != v1alpha1.GameServerStateAllocated
+	gs.Status.Players = playersStatus(gs.Status.Players, obs, ended || next.IsFinal(), now)
+	if p := gs.Status.Players; p != nil && p.PendingUntil != nil {
+		requeue = shortest(requeue, p.PendingUntil.Sub(now)+time.Millisecond)
+	}
 	if next != prev {
 		gs.Status.State = next
 		kind := corev1.EventTypeNormal
-		if next == v1alpha1.GameServerStateError {
+		if next == v1alpha1.GameServerStateError || next == v1alpha1.GameServerStateUnhealthy {
 			kind = corev1.EventTypeWarning
 		}
 		r.recorder.Eventf(gs, nil, kind, string(next), "UpdateState", "state %q -> %q", prev, next)
 	}
+	applyLifecycleStatus(&gs.Status, obs)
 	meta.SetStatusCondition(&gs.Status.Conditions, readyCondition(gs.Status.State, pod, gs.Generation))
+	if view != nil {
+		r.setHealthyCondition(gs, unhealthy, view)
+	}
+	return requeue
+}
+
+// setHealthyCondition records the health check's result; an Allocated server that failed it and
+// is kept gets a warning event, once.
+func (r *GameServerReconciler) setHealthyCondition(gs *v1alpha1.GameServer, unhealthy bool, view *lifecycleView) {
+	c := metav1.Condition{Type: v1alpha1.ConditionHealthy, Status: metav1.ConditionTrue, ObservedGeneration: gs.Generation,
+		Reason: "Answering", Message: "the process answers its health check"}
+	if gs.Spec.Health.Disabled {
+		c.Reason, c.Message = "Disabled", "the health check is disabled (spec.health.disabled)"
+	}
+	if unhealthy {
+		c.Status, c.Reason = metav1.ConditionFalse, "NotAnswering"
+		c.Message = fmt.Sprintf("no passed health check for %ds", unhealthyAfter(gs)/time.Second)
+		if !view.healthyAt.IsZero() {
+			c.Message += " (last at " + view.healthyAt.UTC().Format(time.RFC3339) + ")"
+		}
+		if prev := meta.FindStatusCondition(gs.Status.Conditions, v1alpha1.ConditionHealthy); gs.Status.State == v1alpha1.GameServerStateAllocated &&
+			(prev == nil || prev.Status != metav1.ConditionFalse) {
+			r.recorder.Eventf(gs, nil, corev1.EventTypeWarning, "UnhealthyAllocated", "CheckHealth",
+				"the Allocated server failed its health check and is kept for its match (spec.health.replaceAllocated is false)")
+		}
+	}
+	meta.SetStatusCondition(&gs.Status.Conditions, c)
+}
+
+// watchLifecycle follows the lifecycle of the server's running process and returns what the
+// watch has seen, or nil while there is no process to watch.
+func (r *GameServerReconciler) watchLifecycle(ctx context.Context, gs *v1alpha1.GameServer, pod *corev1.Pod) *lifecycleView {
+	key := client.ObjectKeyFromObject(gs)
+	if gs.Status.State.IsFinal() || pod == nil || pod.Status.Phase != corev1.PodRunning || pod.Status.PodIP == "" {
+		r.watches.stop(key)
+		return nil
+	}
+	view := r.watches.ensure(ctx, gs, adminEndpoint(gs, pod))
+	return &view
+}
+
+// unhealthyAfter is spec.health.unhealthyAfterSeconds, defaulted.
+func unhealthyAfter(gs *v1alpha1.GameServer) time.Duration {
+	if s := gs.Spec.Health.UnhealthyAfterSeconds; s > 0 {
+		return time.Duration(s) * time.Second
+	}
+	return 30 * time.Second
+}
+
+// shortest is the sooner of two requeues, 0 meaning none.
+func shortest(a, b time.Duration) time.Duration {
+	switch {
+	case a <= 0:
+		return b
+	case b <= 0:
+		return a
+	}
+	return min(a, b)
 }
 
 // fail moves the GameServer to Error for a reason that retrying cannot fix, and returns the
@@ -340,14 +444,22 @@ func (r *GameServerReconciler) fail(gs *v1alpha1.GameServer, reason string, err 
 	return reconcile.TerminalError(err)
 }
 
-// patchStatus patches the status when it changed. A state change carries the resourceVersion, so
-// it cannot overwrite a state that allocation set meanwhile.
+// pendingOf is the room allocations hold on gs.
+func pendingOf(gs *v1alpha1.GameServer) int32 {
+	if gs.Status.Players == nil {
+		return 0
+	}
+	return gs.Status.Players.Pending
+}
+
+// patchStatus patches the status when it changed. A change of the state or of the held room
+// carries the resourceVersion, so it cannot overwrite what an allocation wrote meanwhile.
 func (r *GameServerReconciler) patchStatus(ctx context.Context, base, gs *v1alpha1.GameServer) error {
 	if equality.Semantic.DeepEqual(base.Status, gs.Status) {
 		return nil
 	}
 	patch := client.MergeFrom(base)
-	if base.Status.State != gs.Status.State {
+	if base.Status.State != gs.Status.State || pendingOf(base) != pendingOf(gs) {
 		patch = client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})
 	}
 	return r.Status().Patch(ctx, gs, patch)

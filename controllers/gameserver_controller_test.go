@@ -413,7 +413,8 @@ func TestAdminRefusesBadPushes(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var err error
 			if tc.raw != nil {
-				_, err = pusher.do(ctx, "PUT", endpoint, tc.token, tc.raw)
+				var st netcode.ConfigStatus
+				err = pusher.do(ctx, pusher.client, "PUT", "http://"+endpoint+netcode.PathNetcode, tc.token, tc.raw, &st)
 			} else {
 				_, err = pusher.Push(ctx, endpoint, tc.token, tc.push)
 			}

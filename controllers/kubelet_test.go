@@ -26,6 +26,7 @@ import (
 	"github.com/netfleet/netfleet/api/connecttoken"
 	"github.com/netfleet/netfleet/api/netcode"
 	"github.com/netfleet/netfleet/gameserver/admin"
+	"github.com/netfleet/netfleet/gameserver/lifecycle"
 )
 
 // memRuntime is a tick loop in memory: ticks are counted from its start at its tick rate, and
@@ -110,6 +111,7 @@ const annotationFailStart = "test.netfleet.io/fail-start"
 // proc is one game-server process the fake kubelet runs for a Pod.
 type proc struct {
 	rt     *memRuntime
+	lc     *lifecycle.Lifecycle
 	srv    *admin.Server
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -311,7 +313,8 @@ func (k *kubelet) bind(ctx context.Context, pod *corev1.Pod) error {
 // on ln, or on the Pod's address when ln is nil (a restart).
 func (k *kubelet) startProc(ctx context.Context, run *podRun, ln net.Listener) error {
 	rt := newMemRuntime()
-	srv, err := admin.New(rt, admin.Options{Token: run.token})
+	lc := lifecycle.New()
+	srv, err := admin.New(rt, admin.Options{Token: run.token, Lifecycle: lc})
 	if err != nil {
 		return fmt.Errorf("pod %s: %w", run.key, err)
 	}
@@ -328,7 +331,7 @@ func (k *kubelet) startProc(ctx context.Context, run *podRun, ln net.Listener) e
 		}
 	}
 	pctx, cancel := context.WithCancel(ctx)
-	p := &proc{rt: rt, srv: srv, cancel: cancel, done: make(chan struct{})}
+	p := &proc{rt: rt, lc: lc, srv: srv, cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(p.done)
 		if err := srv.Serve(pctx, ln); err != nil {
@@ -452,6 +455,19 @@ func (k *kubelet) restart(ctx context.Context, key types.NamespacedName, visible
 		run.probe <- struct{}{}
 	}
 	return run.current(), nil
+}
+
+// hang makes the Pod's process stop answering, as a wedged one does: its admin API goes away and
+// the Pod status does not change.
+func (k *kubelet) hang(_ context.Context, key types.NamespacedName) error {
+	run := k.pod(key)
+	if run == nil {
+		return fmt.Errorf("no pod %s", key)
+	}
+	p := run.current()
+	p.cancel()
+	<-p.done
+	return nil
 }
 
 // finish ends the Pod's process and reports the Pod in phase (Succeeded or Failed).

@@ -42,9 +42,11 @@ func (e *PushError) Unwrap() error { return e.err }
 // concurrent use; connections to each server are kept alive between calls.
 type Pusher struct {
 	client *http.Client
+	poll   *http.Client
 }
 
-// NewPusher returns a Pusher whose calls each take at most timeout.
+// NewPusher returns a Pusher whose calls each take at most timeout; a lifecycle long-poll takes
+// at most its wait and timeout.
 func NewPusher(timeout time.Duration) *Pusher {
 	dialer := &net.Dialer{Timeout: timeout, KeepAlive: 30 * time.Second}
 	transport := &http.Transport{
@@ -55,12 +57,45 @@ func NewPusher(timeout time.Duration) *Pusher {
 		IdleConnTimeout:       90 * time.Second,
 		ResponseHeaderTimeout: timeout,
 	}
-	return &Pusher{client: &http.Client{Transport: transport, Timeout: timeout}}
+	// The long-poll's answer comes only after its wait, so it has its own client, without the
+	// answer timeout; the request's context bounds it.
+	pollTransport := transport.Clone()
+	pollTransport.ResponseHeaderTimeout = 0
+	pollTransport.MaxIdleConnsPerHost = 1
+	return &Pusher{
+		client: &http.Client{Transport: transport, Timeout: timeout},
+		poll:   &http.Client{Transport: pollTransport},
+	}
+}
+
+// Allocate delivers an allocation to a game server (PUT /v1/allocation) and returns the
+// lifecycle it reports once the game has seen it.
+func (p *Pusher) Allocate(ctx context.Context, endpoint, token string, a netcode.Allocation) (netcode.LifecycleStatus, error) {
+	var st netcode.LifecycleStatus
+	body, err := json.Marshal(a)
+	if err != nil {
+		return st, fmt.Errorf("encode allocation: %w", err)
+	}
+	err = p.do(ctx, p.client, http.MethodPut, "http://"+endpoint+netcode.PathAllocation, token, body, &st)
+	return st, err
+}
+
+// Lifecycle long-polls a game server's lifecycle (GET /v1/lifecycle?since=): it returns once the
+// version differs from since, or after wait with the unchanged status.
+func (p *Pusher) Lifecycle(ctx context.Context, endpoint, token string, since uint64, wait time.Duration) (netcode.LifecycleStatus, error) {
+	var st netcode.LifecycleStatus
+	ctx, cancel := context.WithTimeout(ctx, wait+p.client.Timeout)
+	defer cancel()
+	url := fmt.Sprintf("http://%s%s?since=%d&waitMillis=%d", endpoint, netcode.PathLifecycle, since, wait.Milliseconds())
+	err := p.do(ctx, p.poll, http.MethodGet, url, token, nil, &st)
+	return st, err
 }
 
 // Status reads the config a game server runs (GET /v1/netcode). endpoint is host:port.
 func (p *Pusher) Status(ctx context.Context, endpoint, token string) (netcode.ConfigStatus, error) {
-	return p.do(ctx, http.MethodGet, endpoint, token, nil)
+	var st netcode.ConfigStatus
+	err := p.do(ctx, p.client, http.MethodGet, "http://"+endpoint+netcode.PathNetcode, token, nil, &st)
+	return st, err
 }
 
 // Push sends a config to a game server (PUT /v1/netcode) and returns the config the server runs
@@ -72,7 +107,8 @@ func (p *Pusher) Push(ctx context.Context, endpoint, token string, push netcode.
 		return netcode.ConfigStatus{}, fmt.Errorf("encode config push: %w", err)
 	}
 	start := time.Now()
-	st, err := p.do(ctx, http.MethodPut, endpoint, token, body)
+	var st netcode.ConfigStatus
+	err = p.do(ctx, p.client, http.MethodPut, "http://"+endpoint+netcode.PathNetcode, token, body, &st)
 	configPushDuration.Observe(time.Since(start).Seconds())
 	if err != nil {
 		reason := pushErrOther
@@ -92,7 +128,7 @@ func (p *Pusher) PushConnectKeys(ctx context.Context, endpoint, token string, pu
 	if err != nil {
 		return st, fmt.Errorf("encode connect keys push: %w", err)
 	}
-	err = p.call(ctx, http.MethodPut, endpoint, netcode.PathConnectKeys, token, body, &st)
+	err = p.do(ctx, p.client, http.MethodPut, "http://"+endpoint+netcode.PathConnectKeys, token, body, &st)
 	if err != nil {
 		reason := pushErrOther
 		if pe, ok := errors.AsType[*PushError](err); ok {
@@ -103,15 +139,9 @@ func (p *Pusher) PushConnectKeys(ctx context.Context, endpoint, token string, pu
 	return st, err
 }
 
-func (p *Pusher) do(ctx context.Context, method, endpoint, token string, body []byte) (netcode.ConfigStatus, error) {
-	var st netcode.ConfigStatus
-	err := p.call(ctx, method, endpoint, netcode.PathNetcode, token, body, &st)
-	return st, err
-}
-
-// call makes one admin API call and decodes a 200 answer into out.
-func (p *Pusher) call(ctx context.Context, method, endpoint, path, token string, body []byte, out any) error {
-	req, err := http.NewRequestWithContext(ctx, method, "http://"+endpoint+path, bytes.NewReader(body))
+// do calls url and decodes a 200 answer into out; any other answer is a *PushError.
+func (p *Pusher) do(ctx context.Context, hc *http.Client, method, url, token string, body []byte, out any) error {
+	req, err := http.NewRequestWithContext(ctx, method, url, bytes.NewReader(body))
 	if err != nil {
 		return &PushError{Reason: pushErrOther, Message: err.Error(), err: err}
 	}
@@ -119,7 +149,7 @@ func (p *Pusher) call(ctx context.Context, method, endpoint, path, token string,
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	resp, err := p.client.Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
 		// The transport's errors name the URL, never the headers, so the token cannot leak here.
 		return &PushError{Reason: pushErrUnreachable, Message: err.Error(), err: err}

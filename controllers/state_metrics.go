@@ -18,16 +18,20 @@ const stateListTimeout = 5 * time.Second
 // included), so a panel's series do not appear and vanish as servers move between states.
 var gameServerStates = []v1alpha1.GameServerState{
 	v1alpha1.GameServerStateCreating, v1alpha1.GameServerStateStarting, v1alpha1.GameServerStateReady,
-	v1alpha1.GameServerStateAllocated, v1alpha1.GameServerStateShutdown, v1alpha1.GameServerStateError,
+	v1alpha1.GameServerStateReserved, v1alpha1.GameServerStateAllocated, v1alpha1.GameServerStateShutdown,
+	v1alpha1.GameServerStateError, v1alpha1.GameServerStateUnhealthy,
 }
 
 // StateCollector exports what the fleet looks like now, read from the manager's cache at scrape
-// time: GameServers by namespace, fleet and state, each Fleet's desired replicas next to the
+// time: GameServers by namespace, fleet and state, the players connected to them and the capacity
+// their games declared, each Fleet's desired replicas next to the
 // replicas that run its desired config, and each FleetAutoscaler's current and desired replicas. Reading at scrape time keeps the reconcilers free of
 // metric bookkeeping, and a deleted Fleet's series go with it.
 type StateCollector struct {
 	reader      client.Reader
 	gameServers *prometheus.Desc
+	players     *prometheus.Desc
+	capacity    *prometheus.Desc
 	desired     *prometheus.Desc
 	applied     *prometheus.Desc
 	fasCurrent  *prometheus.Desc
@@ -42,6 +46,12 @@ func NewStateCollector(reader client.Reader) *StateCollector {
 		gameServers: prometheus.NewDesc("netfleet_operator_gameservers",
 			"GameServers by namespace, fleet (empty for a GameServer outside a Fleet) and state.",
 			[]string{"namespace", "fleet", "state"}, nil),
+		players: prometheus.NewDesc("netfleet_operator_gameserver_players",
+			"Players connected to the GameServers that have not ended, by namespace and fleet (status.players.connected).",
+			[]string{"namespace", "fleet"}, nil),
+		capacity: prometheus.NewDesc("netfleet_operator_gameserver_player_capacity",
+			"Players the games of the GameServers that have not ended declared they take, by namespace and fleet (status.players.capacity).",
+			[]string{"namespace", "fleet"}, nil),
 		desired: prometheus.NewDesc("netfleet_operator_fleet_desired_replicas",
 			"A Fleet's desired replicas (spec.replicas).",
 			[]string{"namespace", "fleet"}, nil),
@@ -60,6 +70,8 @@ func NewStateCollector(reader client.Reader) *StateCollector {
 // Describe implements prometheus.Collector.
 func (c *StateCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.gameServers
+	ch <- c.players
+	ch <- c.capacity
 	ch <- c.desired
 	ch <- c.applied
 	ch <- c.fasCurrent
@@ -79,11 +91,16 @@ func (c *StateCollector) Collect(ch chan<- prometheus.Metric) {
 	} else {
 		type key struct{ namespace, fleet string }
 		counts := map[key]map[v1alpha1.GameServerState]int{}
+		players, capacity := map[key]int32{}, map[key]int32{}
 		for i := range servers.Items {
 			gs := &servers.Items[i]
 			k := key{gs.Namespace, gs.Labels[v1alpha1.LabelFleet]}
 			if counts[k] == nil {
 				counts[k] = map[v1alpha1.GameServerState]int{}
+			}
+			if p := gs.Status.Players; p != nil && !gs.Status.State.IsFinal() {
+				players[k] += p.Connected
+				capacity[k] += p.Capacity
 			}
 			state := gs.Status.State
 			if state == "" {
@@ -96,6 +113,8 @@ func (c *StateCollector) Collect(ch chan<- prometheus.Metric) {
 			for _, st := range gameServerStates {
 				ch <- prometheus.MustNewConstMetric(c.gameServers, prometheus.GaugeValue, float64(byState[st]), k.namespace, k.fleet, string(st))
 			}
+			ch <- prometheus.MustNewConstMetric(c.players, prometheus.GaugeValue, float64(players[k]), k.namespace, k.fleet)
+			ch <- prometheus.MustNewConstMetric(c.capacity, prometheus.GaugeValue, float64(capacity[k]), k.namespace, k.fleet)
 		}
 	}
 

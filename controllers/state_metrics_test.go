@@ -24,6 +24,10 @@ func TestStateCollector(t *testing.T) {
 		o.Status.State = state
 		return o
 	}
+	withPlayers := func(o client.Object, connected, capacity int32) client.Object {
+		o.(*v1alpha1.GameServer).Status.Players = &v1alpha1.GameServerPlayers{Connected: connected, Capacity: capacity}
+		return o
+	}
 	fleet := func(ns, name string, replicas, applied int32) client.Object {
 		f := &v1alpha1.Fleet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
 		f.Spec.Replicas = replicas
@@ -47,7 +51,8 @@ func TestStateCollector(t *testing.T) {
 			objects: []client.Object{
 				fleet("games", "arena", 3, 2),
 				gs("games", "arena-a", "arena", v1alpha1.GameServerStateReady),
-				gs("games", "arena-b", "arena", v1alpha1.GameServerStateAllocated),
+				withPlayers(gs("games", "arena-b", "arena", v1alpha1.GameServerStateAllocated), 5, 16),
+				withPlayers(gs("games", "arena-d", "arena", v1alpha1.GameServerStateShutdown), 9, 16),
 				gs("games", "arena-c", "arena", ""),
 				gs("games", "solo", "", v1alpha1.GameServerStateError),
 				autoscaler("games", "arena-buffer", "arena", 3, 4),
@@ -65,20 +70,32 @@ netfleet_operator_fleetautoscaler_current_replicas{fleet="arena",fleetautoscaler
 # HELP netfleet_operator_fleetautoscaler_desired_replicas The replicas a FleetAutoscaler last decided for its fleet (status.desiredReplicas).
 # TYPE netfleet_operator_fleetautoscaler_desired_replicas gauge
 netfleet_operator_fleetautoscaler_desired_replicas{fleet="arena",fleetautoscaler="arena-buffer",namespace="games"} 4
+# HELP netfleet_operator_gameserver_player_capacity Players the games of the GameServers that have not ended declared they take, by namespace and fleet (status.players.capacity).
+# TYPE netfleet_operator_gameserver_player_capacity gauge
+netfleet_operator_gameserver_player_capacity{fleet="",namespace="games"} 0
+netfleet_operator_gameserver_player_capacity{fleet="arena",namespace="games"} 16
+# HELP netfleet_operator_gameserver_players Players connected to the GameServers that have not ended, by namespace and fleet (status.players.connected).
+# TYPE netfleet_operator_gameserver_players gauge
+netfleet_operator_gameserver_players{fleet="",namespace="games"} 0
+netfleet_operator_gameserver_players{fleet="arena",namespace="games"} 5
 # HELP netfleet_operator_gameservers GameServers by namespace, fleet (empty for a GameServer outside a Fleet) and state.
 # TYPE netfleet_operator_gameservers gauge
 netfleet_operator_gameservers{fleet="",namespace="games",state="Allocated"} 0
 netfleet_operator_gameservers{fleet="",namespace="games",state="Creating"} 0
 netfleet_operator_gameservers{fleet="",namespace="games",state="Error"} 1
 netfleet_operator_gameservers{fleet="",namespace="games",state="Ready"} 0
+netfleet_operator_gameservers{fleet="",namespace="games",state="Reserved"} 0
 netfleet_operator_gameservers{fleet="",namespace="games",state="Shutdown"} 0
 netfleet_operator_gameservers{fleet="",namespace="games",state="Starting"} 0
+netfleet_operator_gameservers{fleet="",namespace="games",state="Unhealthy"} 0
 netfleet_operator_gameservers{fleet="arena",namespace="games",state="Allocated"} 1
 netfleet_operator_gameservers{fleet="arena",namespace="games",state="Creating"} 1
 netfleet_operator_gameservers{fleet="arena",namespace="games",state="Error"} 0
 netfleet_operator_gameservers{fleet="arena",namespace="games",state="Ready"} 1
-netfleet_operator_gameservers{fleet="arena",namespace="games",state="Shutdown"} 0
+netfleet_operator_gameservers{fleet="arena",namespace="games",state="Reserved"} 0
+netfleet_operator_gameservers{fleet="arena",namespace="games",state="Shutdown"} 1
 netfleet_operator_gameservers{fleet="arena",namespace="games",state="Starting"} 0
+netfleet_operator_gameservers{fleet="arena",namespace="games",state="Unhealthy"} 0
 `,
 		},
 	}

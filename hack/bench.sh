@@ -15,5 +15,7 @@ go run ./hack/bench-cclient --out "$OUT"
 # Benchmarks that write a table's JSON under $OUT include the operator's: config propagation
 # (operator-config-propagation.json), allocation from a 500-server fleet (fleet-allocation.json),
 # a fleet netcode edit reaching 200 servers (fleet-netcode.json) and the autoscaler's reaction
-# to bursts of allocations at 200 servers, against a 30 s periodic policy (fleet-autoscaler.json).
+# to bursts of allocations at 200 servers, against a 30 s periodic policy (fleet-autoscaler.json),
+# and a game's lifecycle call reaching its GameServer's state at 1 and 200 servers, beside the API
+# server's own watch latency (operator-lifecycle.json).
 log "done; results in $OUT: $(cd "$OUT" && ls -m -- *.json 2>/dev/null)"

@@ -346,8 +346,8 @@ func (v *Verifier) SetServer(addr netip.AddrPort) { v.server = addr }
 func (v *Verifier) Server() netip.AddrPort { return v.server }
 
 // MaxAllocations is the most allocations a match is remembered by: the one that started it and
-// those that backfilled it.
-const MaxAllocations = 16
+// those that backfilled it (the newest, as the game server's lifecycle keeps them).
+const MaxAllocations = 64
 
 // SetAllocations sets the uids of the allocations of the match the server runs: the one that
 // started it, then those that backfilled it (the newest MaxAllocations are kept). None when the

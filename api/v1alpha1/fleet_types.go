@@ -130,6 +130,20 @@ type FleetStatus struct {
 	// +kubebuilder:validation:Minimum=0
 	AllocatedReplicas int32 `json:"allocatedReplicas,omitempty"`
 
+	// ReservedReplicas is how many are Reserved: their games held them back from allocation.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	ReservedReplicas int32 `json:"reservedReplicas,omitempty"`
+
+	// Players is how many players are connected to the fleet's servers, and PlayerCapacity how
+	// many their games declared they take (the sums of their status.players).
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Players int32 `json:"players,omitempty"`
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	PlayerCapacity int32 `json:"playerCapacity,omitempty"`
+
 	// ConfigAppliedReplicas is how many run the fleet's current spec.template.spec.netcode.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
@@ -175,6 +189,9 @@ type FleetStatus struct {
 // +kubebuilder:printcolumn:name="Ready",type=integer,JSONPath=`.status.readyReplicas`
 // +kubebuilder:printcolumn:name="Allocated",type=integer,JSONPath=`.status.allocatedReplicas`
 // +kubebuilder:printcolumn:name="Updated",type=integer,JSONPath=`.status.updatedReplicas`
+// +kubebuilder:printcolumn:name="Players",type=integer,JSONPath=`.status.players`,description="players connected to the fleet's servers"
+// +kubebuilder:printcolumn:name="Capacity",type=integer,JSONPath=`.status.playerCapacity`,description="players the fleet's games take"
+// +kubebuilder:printcolumn:name="Reserved",type=integer,JSONPath=`.status.reservedReplicas`,priority=1
 // +kubebuilder:printcolumn:name="Config",type=string,JSONPath=`.status.config`,description="servers running the fleet's netcode / servers"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 63",message="metadata.name must be at most 63 characters: it is the value of the netfleet.io/fleet label"

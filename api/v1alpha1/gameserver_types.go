@@ -13,21 +13,28 @@ const LabelGameServer = "netfleet.io/gameserver"
 
 // GameServerState is where a GameServer is in its life.
 //
-//	Creating -> Starting -> Ready <-> Allocated
-//	    |           |         |           |
-//	    +-----------+---------+-----------+--> Shutdown (the process ended) | Error
+//	Creating -> Starting -> Ready <-> Allocated        (allocation; the game's Ready ends the match)
+//	                          ^  \
+//	                          |   Reserved             (the game's Reserve; Ready when it runs out)
+//	                          +---/
+//	any state but a final one --> Shutdown | Error | Unhealthy (final)
 //
 // Creating: the Pod does not exist yet or is not scheduled. Starting: the Pod is scheduled and the
 // process is starting, has not received its config yet, or is not ready (a Ready server whose
 // process restarts goes back to Starting until it is ready again). Ready: the process runs a
-// config pushed by the operator and its Pod is ready. Allocated: a match owns the server; only
-// allocation sets it, and the GameServer controller keeps it (and keeps pushing config) until the
-// process ends. Shutdown: the process ended after it had been Ready (Pod Succeeded or Failed) —
-// the match is over. Error: the server failed — its Pod failed before it was ever Ready, could
-// not be created, or vanished. Shutdown and Error are final: the Pod is kept for inspection and a
-// new GameServer replaces the old one.
+// config pushed by the operator and its Pod is ready. Allocated: a match owns the server; an
+// allocation sets it, and it stays until the game calls Ready (the match is over and the server
+// is reused: Ready again), the game shuts down, or the process ends. Reserved: the game held
+// itself back from allocation for a while; a Fleet does not remove it on scale-down. Shutdown:
+// the game called Shutdown, or the process ended after it had been Ready (Pod Succeeded or
+// Failed) — the match is over. Error: the server failed — its Pod failed before it was ever
+// Ready, could not be created, or vanished. Unhealthy: the process stopped answering its health
+// check (the tick loop stalled or the admin API went silent) for spec.health.unhealthyAfterSeconds;
+// an Allocated server is only reported (condition Healthy False) and kept, unless
+// spec.health.replaceAllocated. Shutdown, Error and Unhealthy are final: the Pod is kept for
+// inspection and a Fleet replaces the server with a new one.
 //
-// +kubebuilder:validation:Enum=Creating;Starting;Ready;Allocated;Shutdown;Error
+// +kubebuilder:validation:Enum=Creating;Starting;Ready;Reserved;Allocated;Shutdown;Error;Unhealthy
 type GameServerState string
 
 // The states of a GameServer.
@@ -35,14 +42,16 @@ const (
 	GameServerStateCreating  GameServerState = "Creating"
 	GameServerStateStarting  GameServerState = "Starting"
 	GameServerStateReady     GameServerState = "Ready"
+	GameServerStateReserved  GameServerState = "Reserved"
 	GameServerStateAllocated GameServerState = "Allocated"
 	GameServerStateShutdown  GameServerState = "Shutdown"
 	GameServerStateError     GameServerState = "Error"
+	GameServerStateUnhealthy GameServerState = "Unhealthy"
 )
 
 // IsFinal reports whether s is a state a GameServer never leaves.
 func (s GameServerState) IsFinal() bool {
-	return s == GameServerStateShutdown || s == GameServerStateError
+	return s == GameServerStateShutdown || s == GameServerStateError || s == GameServerStateUnhealthy
 }
 
 // Condition types of a GameServer.
@@ -53,6 +62,9 @@ const (
 	// ConditionConfigApplied is True when the process runs exactly spec.netcode of the current
 	// metadata.generation.
 	ConditionConfigApplied = "ConfigApplied"
+	// ConditionHealthy is True while the process answers its health check; False says since
+	// when it has not.
+	ConditionHealthy = "Healthy"
 )
 
 // Reasons of the ConfigApplied condition.
@@ -123,10 +135,34 @@ type GameServerPort struct {
 	HostPort int32 `json:"hostPort,omitempty"`
 }
 
+// GameServerHealth says how the operator judges a server's health. The operator follows each
+// process's lifecycle over the admin API with a long-poll that answers at least every 10 seconds;
+// an answer that reports a ticking loop is a passed health check.
+type GameServerHealth struct {
+	// Disabled turns the health check off: the server never becomes Unhealthy.
+	// +optional
+	Disabled bool `json:"disabled,omitempty"`
+
+	// UnhealthyAfterSeconds is how long a server may go without a passed health check before it
+	// is Unhealthy. Default 30, range [5, 3600]; keep it above the long-poll's 10 seconds.
+	// +optional
+	// +kubebuilder:validation:Minimum=5
+	// +kubebuilder:validation:Maximum=3600
+	// +kubebuilder:default=30
+	UnhealthyAfterSeconds int32 `json:"unhealthyAfterSeconds,omitempty"`
+
+	// ReplaceAllocated makes an Allocated server Unhealthy too (its Fleet replaces it, ending its
+	// match). By default an Allocated server is only reported — condition Healthy False and an
+	// event — and kept, since its players may still be served.
+	// +optional
+	ReplaceAllocated bool `json:"replaceAllocated,omitempty"`
+}
+
 // GameServerSpec is the desired state of a GameServer.
 //
+// +kubebuilder:validation:XValidation:rule="has(self.template.spec) && size(self.template.spec.containers) > 0",message="template.spec.containers must hold at least one container",fieldPath=".template.spec.containers"
 // +kubebuilder:validation:XValidation:rule="self.ports.all(p, p.protocol != 'TCP' || p.containerPort != self.adminPort)",message="adminPort must differ from every TCP containerPort in ports",fieldPath=".adminPort"
-// +kubebuilder:validation:XValidation:rule="!has(self.container) || self.template.spec.containers.exists(c, c.name == self.container)",message="container must name a container of template.spec.containers",fieldPath=".container"
+// +kubebuilder:validation:XValidation:rule="!has(self.container) || (has(self.template.spec) && self.template.spec.containers.exists(c, c.name == self.container))",message="container must name a container of template.spec.containers",fieldPath=".container"
 type GameServerSpec struct {
 	// Container names the game-server container in template. Default: the first container.
 	// Immutable on a GameServer.
@@ -160,6 +196,11 @@ type GameServerSpec struct {
 	// +optional
 	// +kubebuilder:default={}
 	Netcode netcode.NetcodeConfig `json:"netcode,omitzero"`
+
+	// Health says how the operator judges the server's health (see GameServerHealth).
+	// +optional
+	// +kubebuilder:default={}
+	Health GameServerHealth `json:"health,omitzero"`
 
 	// Template is the Pod template. The operator adds the ports, the NETFLEET_* environment, the
 	// admin port and a readiness probe on /readyz to the game-server container. The Pod is created
@@ -201,6 +242,30 @@ type GameServerNetcodeStatus struct {
 	ConnectKeyIDs []int64 `json:"connectKeyIds,omitempty"`
 }
 
+// GameServerPlayers is what the process reports about its players, and the room allocations hold.
+type GameServerPlayers struct {
+	// Connected is the number of connected players.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Connected int32 `json:"connected,omitempty"`
+
+	// Capacity is the number of players the game takes, as it declared; 0 when it has not.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Capacity int32 `json:"capacity,omitempty"`
+
+	// Pending is the room allocations took for players that have not connected yet. It drops as
+	// players connect and is released at PendingUntil or when the match ends. An allocation that
+	// asks for room for N players needs Capacity - Connected - Pending >= N.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Pending int32 `json:"pending,omitempty"`
+
+	// PendingUntil is when the pending room is released.
+	// +optional
+	PendingUntil *metav1.Time `json:"pendingUntil,omitempty"`
+}
+
 // GameServerStatus is the observed state of a GameServer.
 type GameServerStatus struct {
 	// State is where the server is in its life (see GameServerState).
@@ -224,11 +289,13 @@ type GameServerStatus struct {
 	// +kubebuilder:validation:MaxLength=253
 	NodeName string `json:"nodeName,omitempty"`
 
-	// AllocatedBy is the UID of the GameServerAllocation that allocated the server, set in the
-	// same write that marks it Allocated. An allocation served through the allocator endpoint
-	// without an Idempotency-Key has no GameServerAllocation and leaves it empty. An operator that
-	// stops between marking a server and recording the result in the GameServerAllocation finds
-	// the server by it, instead of allocating a second one.
+	// AllocatedBy is the UID of the allocation that last allocated the server (the latest one of
+	// its match, after a backfill), set in the same write that marks it Allocated: the
+	// GameServerAllocation's UID, or one the operator made up for a request of the allocator
+	// endpoint without an Idempotency-Key. An operator that stops between marking a server and
+	// recording the result in the GameServerAllocation finds the server by it, instead of
+	// allocating a second one; and a process that reports this allocation and is Ready again has
+	// ended its match.
 	// +optional
 	// +kubebuilder:validation:MaxLength=128
 	AllocatedBy string `json:"allocatedBy,omitempty"`
@@ -236,6 +303,20 @@ type GameServerStatus struct {
 	// Netcode reports the config the process runs.
 	// +optional
 	Netcode GameServerNetcodeStatus `json:"netcode,omitzero"`
+
+	// Players reports the connected players, the capacity the game declared and the room held
+	// by allocations.
+	// +optional
+	Players *GameServerPlayers `json:"players,omitempty"`
+
+	// Counters are the game's named counters, as it set them.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=16
+	Counters map[string]int64 `json:"counters,omitempty"`
+
+	// ReservedUntil is when a Reserved server becomes Ready again.
+	// +optional
+	ReservedUntil *metav1.Time `json:"reservedUntil,omitempty"`
 
 	// Conditions are Ready and ConfigApplied.
 	// +optional
@@ -258,6 +339,8 @@ type GameServerStatus struct {
 // +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.status.state`
 // +kubebuilder:printcolumn:name="Address",type=string,JSONPath=`.status.address`
 // +kubebuilder:printcolumn:name="Port",type=integer,JSONPath=`.status.port`
+// +kubebuilder:printcolumn:name="Players",type=integer,JSONPath=`.status.players.connected`,description="connected players"
+// +kubebuilder:printcolumn:name="Capacity",type=integer,JSONPath=`.status.players.capacity`,description="players the game takes"
 // +kubebuilder:printcolumn:name="Config",type=string,JSONPath=`.status.netcode.progress`,description="applied/desired generation of spec.netcode"
 // +kubebuilder:printcolumn:name="Node",type=string,JSONPath=`.status.nodeName`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`

@@ -50,10 +50,34 @@ type GameServerAllocationSpec struct {
 	// +optional
 	Selector *metav1.LabelSelector `json:"selector,omitempty"`
 
+	// Metadata is applied to the allocated GameServer (labels and annotations, added to its
+	// own) and delivered to the game with the allocation.
+	// +optional
+	Metadata *AllocationMetadata `json:"metadata,omitempty"`
+
+	// Payload is free-form match data delivered to the game with the allocation (its own
+	// encoding, often JSON), at most 4096 bytes.
+	// +optional
+	// +kubebuilder:validation:MaxLength=4096
+	Payload string `json:"payload,omitempty"`
+
+	// PlayerRoom asks for a server with room for this many players: one whose game declared a
+	// capacity with at least this much free (capacity - connected - pending), Allocated servers
+	// of a running match first (backfill), then Ready ones. A Ready server whose game declared no
+	// capacity takes any request. The room is held for the players until they connect (see
+	// GameServerPlayers.Pending). 0, the default, asks for a Ready server as before. Range
+	// [0, 10000].
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=10000
+	PlayerRoom int32 `json:"playerRoom,omitempty"`
+
 	// Players names the players of the match, by the ids the game will know them by. The answer
 	// carries one connect token per player (status.connectTokens): a player's client presents it
 	// to join, on a server whose netcode.connectTokens.mode is Optional or Required
-	// (docs/connect-tokens.md). Each id is 1 to 64 bytes, and no id is named twice.
+	// (docs/connect-tokens.md). Each id is 1 to 64 bytes, and no id is named twice. The request
+	// asks for room for at least as many players as it names (the larger of playerRoom and
+	// the number of players).
 	// +optional
 	// +listType=set
 	// +kubebuilder:validation:MaxItems=256
@@ -71,6 +95,23 @@ type ConnectToken struct {
 	// Token is the token, which the player's client sends in its HELLO (base64 in JSON).
 	// +kubebuilder:validation:MaxLength=344
 	Token []byte `json:"token"`
+}
+
+// AllocationMetadata is the metadata an allocation applies to the GameServer it takes.
+type AllocationMetadata struct {
+	// Labels are added to the GameServer's labels: at most 32, each a valid label (a request
+	// with an invalid key or value is UnAllocated with reason Invalid, naming it).
+	// +optional
+	// +kubebuilder:validation:MaxProperties=32
+	// +kubebuilder:validation:XValidation:rule="self.all(k, size(self[k]) <= 63)",message="every label value must be at most 63 characters"
+	Labels map[string]string `json:"labels,omitempty"`
+
+	// Annotations are added to the GameServer's annotations: at most 32, each value at most
+	// 1024 bytes.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=32
+	// +kubebuilder:validation:XValidation:rule="self.all(k, size(self[k]) <= 1024)",message="every annotation value must be at most 1024 bytes"
+	Annotations map[string]string `json:"annotations,omitempty"`
 }
 
 // GameServerAllocationStatus is the result of an allocation.
@@ -166,3 +207,7 @@ func init() {
 		return nil
 	})
 }
+
+// Room is the room for players the request asks for: the larger of PlayerRoom and the number of
+// Players it names.
+func (s *GameServerAllocationSpec) Room() int32 { return max(s.PlayerRoom, int32(len(s.Players))) }

@@ -43,6 +43,11 @@ func spec() serve.Spec {
 			if err != nil {
 				return nil, nil, err
 			}
+			// The demo game takes a player per peer slot; allocations that ask for room count
+			// against it.
+			if err := s.Lifecycle.SetCapacity(s.MaxPeers); err != nil {
+				return nil, nil, err
+			}
 			return g, g.Store(), nil
 		},
 	}

@@ -115,7 +115,8 @@ func run() error {
 	// One store of connect-token keys serves the servers' pushes and the allocations' tokens.
 	keys := controllers.NewConnectKeyStore(mgr.GetAPIReader(), mgr.GetClient(), keyOpts)
 	opts.ConnectKeys = keys
-	if err := controllers.NewGameServerReconciler(mgr, opts).SetupWithManager(mgr); err != nil {
+	gsReconciler := controllers.NewGameServerReconciler(mgr, opts)
+	if err := gsReconciler.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up gameserver controller: %w", err)
 	}
 	if err := controllers.NewFleetReconciler(mgr, fleetOpts).SetupWithManager(mgr); err != nil {
@@ -130,6 +131,8 @@ func run() error {
 		return fmt.Errorf("set up allocator: %w", err)
 	}
 	alloc.SetConnectKeys(keys)
+	// Allocations reach the game through the admin API before their result is handed out.
+	alloc.DeliverWith(gsReconciler)
 	if err := controllers.NewAllocationReconciler(mgr, alloc, allocConcurrency).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up allocation controller: %w", err)
 	}

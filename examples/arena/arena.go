@@ -37,6 +37,14 @@
 // AppendWalk and AppendFire encode them, DecodeInput decodes them. A fire within FireCooldownSec
 // of the player's last one is ignored, and so is any other payload.
 //
+// # Matches
+//
+// Run by netfleet's operator, an arena server is Allocated for a match; the allocation's payload
+// (MatchPayload) says how long the match lasts and whether the server is reused after it
+// (Ready) or replaced (Shutdown). The game declares MaxPlayers as its capacity, so allocations
+// that ask for room for players fill a running match before they start another, and reports the
+// matches it started on its GameServer (CounterMatches, CounterMatchSeconds).
+//
 // # Admission
 //
 // A player joins while fewer than MaxPlayers play, at the next of eight spawn points around the
@@ -107,6 +115,9 @@ type Config struct {
 	FireCooldownSec float32
 	// HitRadius is how close a projectile must come to a player to hit it, in meters. Default 1.
 	HitRadius float32
+	// Lifecycle, if set, is the server's lifecycle handle (serve.Setup.Lifecycle): the game
+	// declares MaxPlayers as its capacity, and ends its matches through it (see MatchPayload).
+	Lifecycle game.Lifecycle
 }
 
 func (c Config) withDefaults() Config {
@@ -166,7 +177,11 @@ type Game struct {
 	score   entity.ID
 	teams   [2]int // players by team
 	scores  [2]uint64
-	f       struct {
+	// match is the current match (match.go); matchErr the error of its payload or of a
+	// lifecycle call.
+	match    match
+	matchErr error
+	f        struct {
 		health, team, hits, shotTeam, beaconTeam, red, blue entity.Field
 	}
 }
@@ -218,6 +233,11 @@ func New(cfg Config) (*Game, error) {
 		play:  make([]*player, 0, cfg.MaxPlayers),
 		slots: make(map[int]*player, cfg.MaxPlayers),
 		shots: make([]shot, 0, shots),
+	}
+	if cfg.Lifecycle != nil {
+		if err := cfg.Lifecycle.SetCapacity(cfg.MaxPlayers); err != nil {
+			return nil, fmt.Errorf("arena: %w", err)
+		}
 	}
 	g.f.health, g.f.team, g.f.hits = st.MustField(KindPlayer, "health"), st.MustField(KindPlayer, "team"), st.MustField(KindPlayer, "hits")
 	g.f.shotTeam, g.f.beaconTeam = st.MustField(KindProjectile, "team"), st.MustField(KindBeacon, "team")
@@ -374,6 +394,7 @@ func (g *Game) Input(p game.Player, in game.Input) {
 // Step moves the projectiles in flight and scores their hits, then moves the players and fires
 // the shots asked for: a projectile is first seen where it was fired from.
 func (g *Game) Step(t *game.Tick) {
+	g.stepMatch(t)
 	dt := t.Dt
 	for i := 0; i < len(g.shots); {
 		if g.fly(&g.shots[i], dt) {

@@ -4,7 +4,9 @@
 //	PUT  /v1/netcode  install a netcode.ConfigPush as live config (bearer token required)
 //	GET  /v1/netcode  the netcode.ConfigStatus running now, with the process's instance id
 //	GET  /v1/peers    the connected peers (netcode.PeersResponse)
-//	GET  /healthz     200 while the HTTP server runs
+//	PUT  /v1/allocation   deliver a netcode.Allocation to the game (bearer token required)
+//	GET  /v1/lifecycle    the netcode.LifecycleStatus; with ?since=V a long-poll for a change
+//	GET  /healthz     200 while the tick loop advances (503 once it has stalled for StallAfter)
 //	GET  /readyz      200 once the tick loop has ticked and the first config is installed
 //	GET  /metrics     the Prometheus exposition of the Gatherer it was given
 //
@@ -69,6 +71,19 @@ type ConnectKeyRuntime interface {
 	ConnectKeys(ctx context.Context) ([]uint32, netip.AddrPort, error)
 }
 
+// Lifecycle is the process's lifecycle as the admin API sees it (gameserver/lifecycle).
+type Lifecycle interface {
+	// Status returns the lifecycle now; Wait returns it once its version differs from since, or
+	// when ctx ends.
+	Status() netcode.LifecycleStatus
+	Wait(ctx context.Context, since uint64) netcode.LifecycleStatus
+	// Allocate hands a validated allocation to the game and returns once the game has seen it,
+	// reporting whether it was new. It returns ctx's error if the game did not take it in time,
+	// netcode.ErrAllocationEnded for an allocation whose match is over, and another error when
+	// the process cannot take an allocation (it has shut down).
+	Allocate(ctx context.Context, a netcode.Allocation) (bool, error)
+}
+
 // Options configure a Server.
 type Options struct {
 	// Token is the bearer token of mutating calls (the process reads it from
@@ -85,8 +100,14 @@ type Options struct {
 	// run without the operator. By default a server is ready only once a pushed config runs, so a
 	// ready server always runs the config its GameServer asks for.
 	ReadyWithoutPush bool
-	// ApplyTimeout bounds how long a push waits for the tick loop to take it. Default 5s.
+	// ApplyTimeout bounds how long a push (or an allocation) waits for the tick loop to take it.
+	// Default 5s.
 	ApplyTimeout time.Duration
+	// Lifecycle serves /v1/allocation and /v1/lifecycle; nil serves neither.
+	Lifecycle Lifecycle
+	// StallAfter is how long the tick loop may go without a tick before /healthz fails and the
+	// lifecycle reports the process unhealthy. Default 5s.
+	StallAfter time.Duration
 }
 
 // Server is the admin API of one game-server process. Create it with New; serve Handler() or
@@ -98,6 +119,11 @@ type Server struct {
 	log       *slog.Logger
 	readyInit bool
 	timeout   time.Duration
+	lc        Lifecycle
+	health    tickWatch
+	// closing closes when Serve begins to shut down: long-polls answer at once then.
+	closing   chan struct{}
+	closeOnce sync.Once
 
 	// mu serializes pushes: the generation check and the apply are one step.
 	mu sync.Mutex
@@ -125,6 +151,12 @@ func New(rt Runtime, opts Options) (*Server, error) {
 		log:       opts.Logger,
 		readyInit: opts.ReadyWithoutPush,
 		timeout:   opts.ApplyTimeout,
+		lc:        opts.Lifecycle,
+		health:    tickWatch{stallAfter: opts.StallAfter},
+		closing:   make(chan struct{}),
+	}
+	if s.health.stallAfter <= 0 {
+		s.health.stallAfter = 5 * time.Second
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -168,6 +200,10 @@ func (s *Server) Handler() http.Handler {
 			http.MethodGet: s.getConnectKeys(keys), http.MethodPut: s.putConnectKeys(keys),
 		}))
 	}
+	if s.lc != nil {
+		mux.HandleFunc(netcode.PathAllocation, s.methods(map[string]http.HandlerFunc{http.MethodPut: s.putAllocation}))
+		mux.HandleFunc(netcode.PathLifecycle, s.methods(map[string]http.HandlerFunc{http.MethodGet: s.getLifecycle}))
+	}
 	mux.HandleFunc(netcode.PathHealthz, s.methods(map[string]http.HandlerFunc{http.MethodGet: s.healthz}))
 	mux.HandleFunc(netcode.PathReadyz, s.methods(map[string]http.HandlerFunc{http.MethodGet: s.readyz}))
 	if s.gatherer != nil {
@@ -186,8 +222,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		Handler:           s.Handler(),
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       10 * time.Second,
-		// A push may wait ApplyTimeout for the tick loop before it answers.
-		WriteTimeout:   s.timeout + 10*time.Second,
+		// A push may wait ApplyTimeout for the tick loop before it answers, and a lifecycle
+		// long-poll MaxLifecycleWaitMillis.
+		WriteTimeout:   max(s.timeout, netcode.MaxLifecycleWaitMillis*time.Millisecond) + 10*time.Second,
 		IdleTimeout:    2 * time.Minute,
 		MaxHeaderBytes: 16 << 10,
 	}
@@ -200,6 +237,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	shutCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
+	s.closeOnce.Do(func() { close(s.closing) })
 	if err := srv.Shutdown(shutCtx); err != nil {
 		return fmt.Errorf("admin: shutdown: %w", err)
 	}
@@ -366,6 +404,10 @@ func (s *Server) getPeers(w http.ResponseWriter, _ *http.Request) {
 }
 
 func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
+	if err := s.Healthy(); err != nil {
+		writeError(w, http.StatusServiceUnavailable, netcode.ErrorResponse{Error: err.Error()})
+		return
+	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	_, _ = io.WriteString(w, "ok\n")
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/netfleet/netfleet/gameserver/enet"
 	"github.com/netfleet/netfleet/gameserver/entity"
 	"github.com/netfleet/netfleet/gameserver/game"
+	"github.com/netfleet/netfleet/gameserver/lifecycle"
 	"github.com/netfleet/netfleet/gameserver/protocol"
 	"github.com/netfleet/netfleet/gameserver/session"
 	"github.com/netfleet/netfleet/gameserver/snapshot"
@@ -74,9 +75,9 @@ type Options struct {
 	// Netcode is the config the server starts with; the zero value is the default config.
 	Netcode netcode.Resolved
 	// ConnectTokens, if set, holds the connect-token keys, the server's published address and
-	// its allocation from the start, for a server run without the operator (which delivers them
-	// with SetConnectKeys and SetAllocation). A Netcode whose connectTokens.mode is not Disabled
-	// needs keys.
+	// its allocation from the start, for a server run without the operator (which delivers the
+	// keys with SetConnectKeys, and the allocations through the Lifecycle). A Netcode whose
+	// connectTokens.mode is not Disabled needs keys.
 	ConnectTokens *ConnectTokens
 	// Logger receives lifecycle records; per-peer events are logged at debug level. nil
 	// discards them.
@@ -90,6 +91,10 @@ type Options struct {
 	// OnPeerEnd, if set, is called on the tick goroutine when a session ends, with its last
 	// figures, so per-peer series can be dropped. It must not block.
 	OnPeerEnd func(PeerEnd)
+	// Lifecycle, if set, is the process's lifecycle: the server loop reports the connected
+	// players to it and delivers its allocations to the game (game.Allocatable) on the tick
+	// goroutine.
+	Lifecycle *lifecycle.Lifecycle
 }
 
 // TickStats describe one tick.
@@ -119,6 +124,7 @@ type Broadcaster struct {
 
 	host     *enet.Host
 	game     game.Game
+	lc       *lifecycle.Lifecycle
 	store    *entity.Store
 	players  []game.Player // by peer slot, valid while the session is active
 	radius   float32
@@ -141,17 +147,21 @@ type Broadcaster struct {
 	hasKeys   atomic.Bool // the verifier holds keys (they are never removed)
 	tokenOK   uint64      // tokens admitted
 	tokenBad  [connecttoken.NumReasons]uint64
-	live      int
-	states    *session.StatePool
-	policy    session.StatePolicy
-	frames    *session.FramePool
-	inboxes   int64 // bytes of the active sessions' inboxes, charged to the ingress pool
-	load      overload
-	ev        enet.Event
-	input     func(session.Command) // hands one COMMAND of inputFrom to the game
-	inputFrom int
-	kicks     []kick    // players the game kicked in this tick's Step
-	gameTick  game.Tick // handed to the game's Step
+	// matchUIDs are the allocations of the lifecycle's match, at matchVersion of it, that tokens
+	// are checked against.
+	matchUIDs    []string
+	matchVersion uint64
+	live         int
+	states       *session.StatePool
+	policy       session.StatePolicy
+	frames       *session.FramePool
+	inboxes      int64 // bytes of the active sessions' inboxes, charged to the ingress pool
+	load         overload
+	ev           enet.Event
+	input        func(session.Command) // hands one COMMAND of inputFrom to the game
+	inputFrom    int
+	kicks        []kick    // players the game kicked in this tick's Step
+	gameTick     game.Tick // handed to the game's Step
 
 	reqs        chan request
 	stopReq     chan context.Context
@@ -233,6 +243,7 @@ func New(opts Options) (*Broadcaster, error) {
 		onTick:   opts.OnTick,
 		host:     host,
 		game:     opts.Game,
+		lc:       opts.Lifecycle,
 		store:    opts.Store,
 		players:  make([]game.Player, opts.MaxPeers),
 		kicks:    make([]kick, 0, opts.MaxPeers),
@@ -271,6 +282,9 @@ func New(opts Options) (*Broadcaster, error) {
 	}
 	b.current.Store(cfg.DeepCopy())
 	b.input = b.handInput
+	if b.lc != nil {
+		b.lc.SetDeliver(b.deliverAllocation)
+	}
 	if err := b.Validate(opts.Netcode); err != nil {
 		b.host.Destroy()
 		return nil, fmt.Errorf("broadcast: initial config: %w", err)
@@ -531,6 +545,14 @@ func (b *Broadcaster) checkToken(p enet.Peer, tok []byte) (string, bool) {
 	if mode == netcode.ConnectTokensDisabled || (mode == netcode.ConnectTokensOptional && len(tok) == 0) {
 		return "", true
 	}
+	if b.lc != nil {
+		// The match's allocations, as the lifecycle holds them now: taken again when it changed.
+		uids, version := b.lc.Match(b.matchUIDs[:0])
+		if version != b.matchVersion {
+			b.tokens.SetAllocations(uids...)
+			b.matchUIDs, b.matchVersion = uids, version
+		}
+	}
 	player, why := b.tokens.Verify(tok, p.Address(), time.Now())
 	if why != connecttoken.OK {
 		b.tokenBad[why]++
@@ -608,6 +630,9 @@ func (b *Broadcaster) connect(p enet.Peer, data uint32, playerID string) {
 	b.peers[slot], b.connData[slot] = p, data
 	b.inboxes += int64(s.MemoryUsage().Inbox)
 	b.live++
+	if b.lc != nil {
+		b.lc.SetPlayers(b.live)
+	}
 	b.log.Debug("peer connected", "slot", slot, "address", p.Address().String())
 }
 
@@ -639,6 +664,9 @@ func (b *Broadcaster) end(slot int, why game.Leave) {
 	b.states.Put(s.End(), b.policy.InUse())
 	b.peers[slot] = enet.Peer{}
 	b.live--
+	if b.lc != nil {
+		b.lc.SetPlayers(b.live)
+	}
 	player := b.players[slot]
 	b.players[slot] = game.Player{}
 	b.game.Leave(player, why)

@@ -60,7 +60,8 @@ func (b *Broadcaster) SetConnectKeys(ctx context.Context, keys []connecttoken.Ke
 
 // SetAllocations sets, between two ticks, the uids of the allocations of the match the server
 // runs (the first, then those that backfilled it): a token for any other allocation is refused.
-// None clears them.
+// None clears them. A server with a lifecycle (Options.Lifecycle) takes its match's allocations
+// from the lifecycle instead, as the operator delivers them, at every token it checks.
 func (b *Broadcaster) SetAllocations(ctx context.Context, uids ...string) error {
 	uids = slices.Clone(uids)
 	return b.call(ctx, func() { b.tokens.SetAllocations(uids...) })

@@ -21,6 +21,14 @@
 // the store's Commit, and replication. Joins and leaves happen between ticks, as the transport
 // delivers connections and disconnections.
 //
+// # Lifecycle
+//
+// A game drives its server's state through a Lifecycle handle (serve.Setup.Lifecycle): Ready
+// after a match (the server is reused), Reserve, Shutdown, and the capacity and named counters
+// its GameServer shows. A game that also implements Allocatable learns each allocation — its
+// name, uid, metadata and match payload — on the tick goroutine, before the operator hands the
+// server's address to anyone. Both are optional: a game that uses neither runs as before.
+//
 // # Refusals and errors
 //
 // A Join that returns a *Refusal disconnects the client with the refusal's code, which must be

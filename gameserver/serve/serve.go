@@ -55,6 +55,7 @@ import (
 	"github.com/netfleet/netfleet/gameserver/broadcast"
 	"github.com/netfleet/netfleet/gameserver/entity"
 	"github.com/netfleet/netfleet/gameserver/game"
+	"github.com/netfleet/netfleet/gameserver/lifecycle"
 	"github.com/netfleet/netfleet/gameserver/metrics"
 )
 
@@ -76,6 +77,11 @@ type Setup struct {
 	MaxPeers int
 	// Logger is the process's logger.
 	Logger *slog.Logger
+	// Lifecycle is the handle the game drives its own state with (Ready, Reserve, Shutdown,
+	// SetCapacity, SetCounter). A game that implements game.Allocatable also learns its
+	// allocations. After Shutdown the process keeps serving its admin API until its Pod is
+	// deleted (a Fleet replaces it), so the operator sees the state.
+	Lifecycle game.Lifecycle
 }
 
 // Main runs the process until SIGTERM or SIGINT, with os.Args and the environment, and exits 1
@@ -246,7 +252,8 @@ func Run(ctx context.Context, spec Spec, args []string, getenv func(string) (str
 	if s.tokenGenerated {
 		log.Warn("no admin token in the environment; config pushes cannot be authorized", "variable", netcode.EnvAdminToken)
 	}
-	g, store, err := spec.New(Setup{MaxPeers: s.maxPeers, Logger: log})
+	lc := lifecycle.New()
+	g, store, err := spec.New(Setup{MaxPeers: s.maxPeers, Logger: log, Lifecycle: lc})
 	if err != nil {
 		return fmt.Errorf("start the game: %w", err)
 	}
@@ -271,12 +278,14 @@ func Run(ctx context.Context, spec Spec, args []string, getenv func(string) (str
 		OnTick:         m.ObserveTick,
 		OnSecond:       m.ObserveSecond,
 		OnPeerEnd:      m.ObservePeerEnd,
+		Lifecycle:      lc,
 	})
 	if err != nil {
 		return err
 	}
 	srv, err = admin.New(b, admin.Options{
 		Token: s.token, Initial: s.netcode, Gatherer: reg, Logger: log, ReadyWithoutPush: s.readyWithoutPush,
+		Lifecycle: lc,
 	})
 	if err != nil {
 		return errors.Join(err, b.Stop(context.Background()))

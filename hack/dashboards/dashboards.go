@@ -157,7 +157,7 @@ func quantile(q float64, metric, sel string) string {
 
 func fleetOverview() *boardBuilder {
 	return newBoard("netfleet-fleet-overview", "netfleet / Fleet overview",
-		"Game servers by state, config rollout, autoscaling, connected peers and the fleet-wide distribution of each peer's send rate, loss and RTT.").
+		"Game servers by state, config rollout, players and capacity, autoscaling, connected peers and the fleet-wide distribution of each peer's send rate, loss and RTT.").
 		WithVariable(namespaceVar()).
 		WithVariable(fleetVar()).
 		WithVariable(gameServerVar(true)).
@@ -170,6 +170,10 @@ func fleetOverview() *boardBuilder {
 			q(`sum by (namespace, fleet) (netfleet_operator_fleet_config_applied_replicas{`+selFleet+`})`, "{{fleet}} applied"))).
 		WithPanel(stacked("Connected peers", "Peers connected to each game server.", "short", 8,
 			q(`sum by (gameserver) (netfleet_gameserver_connected_peers{`+selServer+`})`, "{{gameserver}}"))).
+		WithPanel(panel("Players and capacity",
+			"Per Fleet: the players connected to its servers next to the capacity their games declared (status.players), from the operator.", "short", 24,
+			q(`sum by (namespace, fleet) (netfleet_operator_gameserver_players{`+selFleet+`})`, "{{fleet}} players"),
+			q(`sum by (namespace, fleet) (netfleet_operator_gameserver_player_capacity{`+selFleet+`})`, "{{fleet}} capacity"))).
 		WithRow(dashboard.NewRowBuilder("Autoscaling")).
 		WithPanel(autoscaledReplicas(24)).
 		WithRow(dashboard.NewRowBuilder("Peers, fleet-wide (distribution over peer-seconds)")).

@@ -26,6 +26,7 @@ func main() {
 		New: func(s serve.Setup) (game.Game, *entity.Store, error) {
 			cfg.HalfExtent = float32(half)
 			cfg.MaxPlayers = s.MaxPeers
+			cfg.Lifecycle = s.Lifecycle
 			g, err := arena.New(cfg)
 			if err != nil {
 				return nil, nil, err
