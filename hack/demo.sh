@@ -423,6 +423,50 @@ awk -v matches="$matches" -v old="$free_before" '
 kubectl get fas,flt | indent
 kubectl events --for "fleetautoscaler/$FLEET" | indent
 
+# --- connect tokens --------------------------------------------------------------------------------
+step "connect tokens: the fleet requires them from now on (a live change, no restart)"
+TOKENS_PATCH='{"spec":{"template":{"spec":{"netcode":{"connectTokens":{"mode":"Required"}}}}}}'
+info "kubectl patch flt $FLEET --type merge -p '$TOKENS_PATCH'"
+kubectl patch flt "$FLEET" --type merge -p "$TOKENS_PATCH" | indent
+# Done when the fleet's status is of the new generation and every server's process runs its
+# netcode, which needs the fleet's keys first.
+fleet_gen=$(kubectl get flt "$FLEET" -o jsonpath='{.metadata.generation}')
+kubectl wait "flt/$FLEET" --for=jsonpath='{.status.observedGeneration}'="$fleet_gen" --timeout=30s >/dev/null ||
+	die "the fleet's status did not reach generation $fleet_gen"
+kubectl wait "flt/$FLEET" --for=jsonpath='{.status.configAppliedReplicas}'="$(kubectl get flt "$FLEET" -o jsonpath='{.spec.replicas}')" \
+	--timeout=60s >/dev/null || die "the servers did not all apply the connect-token mode"
+kubectl get gs -o custom-columns='NAME:.metadata.name,STATE:.status.state,CONFIG:.status.netcode.progress,KEYS:.status.netcode.connectKeyIds' | indent
+
+step "a match for 4 players: the allocation answers a connect token for each"
+printf 'apiVersion: netfleet.io/v1alpha1\nkind: GameServerAllocation\nmetadata: {name: match-4}\nspec: {fleet: %s, players: [ann, ben, cat, dan]}\n' "$FLEET" |
+	kubectl create -f - | indent
+kubectl wait gsa/match-4 --for=jsonpath='{.status.state}'=Allocated --timeout=30s >/dev/null ||
+	die "match-4 was not Allocated"
+match_addr=$(kubectl get gsa match-4 -o jsonpath='{.status.address}:{.status.port}')
+kubectl get gsa match-4 -o jsonpath='{range .status.connectTokens[*]}{.token}{"\n"}{end}' >"$OUT/tokens.txt"
+[ "$(wc -l <"$OUT/tokens.txt")" -eq 4 ] || die "match-4 did not answer 4 tokens"
+kubectl get gsa match-4 -o jsonpath='{range .status.connectTokens[*]}{.player}{"  "}{.token}{"\n"}{end}' |
+	awk '{ printf "%s  %.24s... (%d bytes)\n", $1, $2, length($2) * 3 / 4 }' | indent
+info "tokens expire at $(kubectl get gsa match-4 -o jsonpath='{.status.connectTokensExpire}')"
+
+step "botswarm: the 4 players join $match_addr with their tokens; a 5th client, without one, is refused"
+bin/botswarm --classes "players=4@$match_addr,stranger=1@$match_addr" --tokens "$OUT/tokens.txt" \
+	--duration 5s --commands-hz 5 --json "$OUT/tokens-swarm.json" >"$OUT/tokens-swarm.txt" 2>"$OUT/tokens-swarm-progress.log" ||
+	die "botswarm failed; see $OUT/tokens-swarm-progress.log"
+sed -n '1,/^$/p' "$OUT/tokens-swarm.txt" | sed -E -e '/^$/d' | indent
+python3 - "$OUT/tokens-swarm.json" <<'PY' | indent || die "the players were not all served, or the stranger was not refused with 4005"
+import json, sys
+r = json.load(open(sys.argv[1]))
+cls = {c["name"]: c for c in r["classes"]}
+players, stranger = cls["players"], cls["stranger"]
+hz = [s["hzMedian"] for s in players["series"] if s["clients"] == 4]
+ok = players["states"].get("done", 0) == 4 and not players.get("closeCodes") and hz and min(hz) >= 55
+ok = ok and stranger.get("closeCodes") == {"4005": 1}
+print(f"players: {players['states']}, {min(hz) if hz else 0:.0f}-{max(hz) if hz else 0:.0f} Hz per second; "
+      f"stranger: closed with {stranger.get('closeCodes')} (4005: this server requires a connect token)")
+sys.exit(0 if ok else 1)
+PY
+
 step "stopping: botswarm, linkem, then netfleet-dev (operator, pods, kube-apiserver, etcd)"
 shutdown || die "processes were left running"
 info "no process left: none of the ${#SEEN[@]} processes netfleet-dev started, no linkem, no botswarm"
