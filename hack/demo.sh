@@ -446,7 +446,7 @@ match_addr=$(kubectl get gsa match-4 -o jsonpath='{.status.address}:{.status.por
 kubectl get gsa match-4 -o jsonpath='{range .status.connectTokens[*]}{.token}{"\n"}{end}' >"$OUT/tokens.txt"
 [ "$(wc -l <"$OUT/tokens.txt")" -eq 4 ] || die "match-4 did not answer 4 tokens"
 kubectl get gsa match-4 -o jsonpath='{range .status.connectTokens[*]}{.player}{"  "}{.token}{"\n"}{end}' |
-	awk '{ printf "%s  %.24s... (%d bytes)\n", $1, $2, length($2) * 3 / 4 }' | indent
+	awk '{ n = length($2) * 3 / 4 - gsub(/=/, "=", $2); printf "%s  %.24s... (%d bytes)\n", $1, $2, n }' | indent
 info "tokens expire at $(kubectl get gsa match-4 -o jsonpath='{.status.connectTokensExpire}')"
 
 step "botswarm: the 4 players join $match_addr with their tokens; a 5th client, without one, is refused"
