@@ -209,3 +209,51 @@ func TestConnectTokensAtAllocation(t *testing.T) {
 		}
 	}
 }
+
+// TestConnectKeyStoreRotation runs the store against the API server on a clock of the test's: it
+// creates the namespace's Secret with a fleet's first key, adds the next key when the period is
+// over while the old one still signs, signs with the new one after propagation, drops the old
+// one once its tokens cannot be valid, and keeps each fleet's keys apart.
+func TestConnectKeyStoreRotation(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	s := NewConnectKeyStore(k8s, k8s, ConnectKeyOptions{RotationPeriod: 2 * time.Hour, Propagation: time.Minute, CacheTTL: time.Nanosecond})
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	s.now = func() time.Time { return now }
+	get := func(group string) ConnectKeys {
+		t.Helper()
+		k, err := s.Get(ctx, ns, group)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	stored := func() []int64 {
+		t.Helper()
+		var keys ConnectKeys
+		for _, k := range connectKeysOf(t, ns, "a") {
+			keys.All = append(keys.All, k)
+		}
+		return keys.IDs()
+	}
+	first := get("fleet.a")
+	if !slices.Equal(first.IDs(), []int64{1}) || first.Signer.ID != 1 || !slices.Equal(stored(), []int64{1}) {
+		t.Fatalf("first: %v signed by %d, stored %v", first.IDs(), first.Signer.ID, stored())
+	}
+	if other := get("fleet.b"); other.Signer.Secret == first.Signer.Secret {
+		t.Fatal("two fleets share a key")
+	}
+	now = now.Add(2 * time.Hour)
+	rot := get("fleet.a")
+	if !slices.Equal(rot.IDs(), []int64{2, 1}) || rot.Signer.ID != 1 || !slices.Equal(stored(), []int64{2, 1}) {
+		t.Fatalf("rotation: %v signed by %d, stored %v", rot.IDs(), rot.Signer.ID, stored())
+	}
+	now = now.Add(time.Minute)
+	if k := get("fleet.a"); k.Signer.ID != 2 || k.Signer.Secret == first.Signer.Secret {
+		t.Fatalf("after propagation: signed by %d", k.Signer.ID)
+	}
+	now = now.Add(maxTokenTTL + time.Minute)
+	if k := get("fleet.a"); !slices.Equal(k.IDs(), []int64{2}) || !slices.Equal(stored(), []int64{2}) {
+		t.Fatalf("retired: %v, stored %v", k.IDs(), stored())
+	}
+}
