@@ -137,7 +137,9 @@ static void check_vector(const json *v)
     const json *m;
     int n;
     if ((m = json_get(v, "hello"))) {
-        n = nf_encode_hello(hex64(str(m, "schemaHash")), NULL, 0, got, sizeof got);
+        uint8_t token[255];
+        size_t tlen = json_get(m, "token") ? unhex(str(m, "token"), token, sizeof token) : 0;
+        n = nf_encode_hello(hex64(str(m, "schemaHash")), tlen ? token : NULL, tlen, got, sizeof got);
         CHECK(n == (int)len && memcmp(got, want, len) == 0, "%s: encoding", name);
         CHECK(nf_schema_hash(file_schema) == hex64(str(m, "schemaHash")), "%s: hash of the file's schema", name);
         CHECK(nf_message_type(want, len) == NF_MSG_HELLO, "%s: type", name);
