@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"testing"
 
+	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -208,8 +209,21 @@ func TestUnhealthyReplaced(t *testing.T) {
 	})
 	if gs, ok := getServer(t, ns, victim.gs.Name); ok && gs.Status.State != v1alpha1.GameServerStateUnhealthy {
 		t.Fatalf("the stopped server is %s", gs.Status.State)
-	} else if !ok && !sawUnhealthy {
-		t.Log("the Unhealthy server was removed before a read saw it Unhealthy")
+	}
+	// The Fleet may remove it before a read sees it: its state change's event stays.
+	if !sawUnhealthy {
+		waitFor(t, "the Unhealthy event of "+victim.gs.Name, waitLimit, func() (bool, error) {
+			var evs eventsv1.EventList
+			if err := env.k8s.List(context.Background(), &evs, client.InNamespace(ns)); err != nil {
+				return false, err
+			}
+			for _, e := range evs.Items {
+				if e.Regarding.Name == victim.gs.Name && e.Reason == string(v1alpha1.GameServerStateUnhealthy) {
+					return true, nil
+				}
+			}
+			return false, fmt.Errorf("%d events, none Unhealthy for %s", len(evs.Items), victim.gs.Name)
+		})
 	}
 	waitConverged(t, ns, "sick")
 }
