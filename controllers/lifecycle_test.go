@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -218,6 +219,18 @@ func TestPlayersAndBackfill(t *testing.T) {
 		p := g.Status.Players
 		return p != nil && p.Connected == 1 && p.Capacity == 10 && g.Status.Counters["rounds"] == 3
 	})
+	// kubectl shows them.
+	lines := strings.Split(strings.TrimSpace(kubectl(t, "get", "-n", ns, "gs", "room")), "\n")
+	header, row := strings.Fields(lines[0]), strings.Fields(lines[len(lines)-1])
+	col := func(name string) string {
+		if i := slices.Index(header, name); i >= 0 && i < len(row) {
+			return row[i]
+		}
+		return ""
+	}
+	if len(lines) != 2 || col("STATE") != "Ready" || col("PLAYERS") != "1" || col("CAPACITY") != "10" {
+		t.Errorf("kubectl get gs:\n%s", strings.Join(lines, "\n"))
+	}
 
 	st := allocateHTTP(t, ns, v1alpha1.GameServerAllocationSpec{PlayerRoom: 4})
 	if st.State != v1alpha1.AllocationAllocated || st.GameServerName != gs.Name {
