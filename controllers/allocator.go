@@ -3,7 +3,6 @@ package controllers
 import (
 	"container/heap"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -19,7 +18,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
-	"github.com/netfleet/netfleet/api/netcode"
 	"github.com/netfleet/netfleet/api/v1alpha1"
 )
 
@@ -160,46 +158,6 @@ func (a *Allocator) AllocateFor(ctx context.Context, rec *v1alpha1.GameServerAll
 	return st, err
 }
 
-// Finish completes an allocation that marked the server gsName: it adds the allocation's labels
-// and annotations to the GameServer and delivers the allocation to the server's process, which
-// answers once the game has seen it. Only then may the result be handed out: a player given the
-// address finds a game that knows its match. Finish is idempotent.
-func (a *Allocator) Finish(ctx context.Context, ns string, spec v1alpha1.GameServerAllocationSpec, name string, by types.UID, gsName string) error {
-	gs := &v1alpha1.GameServer{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: gsName}}
-	if md := spec.Metadata; md != nil && (len(md.Labels) > 0 || len(md.Annotations) > 0) {
-		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": md.Labels, "annotations": md.Annotations}})
-		if err != nil {
-			return fmt.Errorf("encode allocation metadata: %w", err)
-		}
-		if err := a.write.Patch(ctx, gs, client.RawPatch(types.MergePatchType, patch)); err != nil {
-			return fmt.Errorf("apply allocation metadata to gameserver %s: %w", gsName, err)
-		}
-	} else if err := a.api.Get(ctx, client.ObjectKeyFromObject(gs), gs); err != nil {
-		return fmt.Errorf("read gameserver %s: %w", gsName, err)
-	}
-	if a.deliver == nil {
-		return nil
-	}
-	al := netcode.Allocation{Name: name, UID: string(by), Payload: spec.Payload, PlayerRoom: spec.Room()}
-	if md := spec.Metadata; md != nil {
-		al.Labels, al.Annotations = md.Labels, md.Annotations
-	}
-	if err := a.deliver.DeliverAllocation(ctx, gs, al); err != nil {
-		return fmt.Errorf("deliver the allocation to gameserver %s: %w", gsName, err)
-	}
-	return nil
-}
-
-// DeliverWith makes the Allocator deliver allocations to the servers' processes through d. Call
-// it before the manager starts.
-func (a *Allocator) DeliverWith(d AllocationDeliverer) { a.deliver = d }
-
-// AllocationDeliverer delivers an allocation to the process of a GameServer and returns once the
-// game has seen it (the GameServer reconciler, which holds the admin API's client and token).
-type AllocationDeliverer interface {
-	DeliverAllocation(ctx context.Context, gs *v1alpha1.GameServer, a netcode.Allocation) error
-}
-
 func (a *Allocator) observe(source string, start time.Time, st v1alpha1.GameServerAllocationStatus, err error) {
 	result := string(st.State)
 	if err != nil {
@@ -272,25 +230,6 @@ func (a *Allocator) allocate(ctx context.Context, ns string, spec v1alpha1.GameS
 	return unallocated(v1alpha1.AllocationReasonNoReadyServer, msg), nil, nil
 }
 
-// validateAllocationSpec checks what the CRD checks of an allocation's metadata and payload, for
-// requests of the allocator endpoint, which the API server never sees.
-func validateAllocationSpec(spec v1alpha1.GameServerAllocationSpec) error {
-	al := netcode.Allocation{UID: "-", Payload: spec.Payload, PlayerRoom: spec.Room()}
-	if md := spec.Metadata; md != nil {
-		al.Labels, al.Annotations = md.Labels, md.Annotations
-	}
-	err := netcode.ValidateAllocation(al)
-	if ve, ok := errors.AsType[*netcode.ValidationError](err); ok {
-		f := ve.Fields[0]
-		field := "spec." + f.Field
-		if f.Field == "labels" || f.Field == "annotations" {
-			field = "spec.metadata." + f.Field
-		}
-		return fmt.Errorf("%s: %s", field, f.Detail)
-	}
-	return err
-}
-
 // pendingRoomTTL is how long the room an allocation took for its players is held for them.
 const pendingRoomTTL = time.Minute
 
@@ -347,49 +286,6 @@ func (a *Allocator) mark(ctx context.Context, gs *v1alpha1.GameServer, sel label
 		cur = fresh
 	}
 	return v1alpha1.GameServerAllocationStatus{}, nil, false, nil
-}
-
-// markPatch is the status patch that marks gs, as read, Allocated by by, holding room for room
-// more players.
-func markPatch(gs *v1alpha1.GameServer, room int32, by types.UID, now time.Time) ([]byte, error) {
-	st := map[string]any{"state": v1alpha1.GameServerStateAllocated, "allocatedBy": by}
-	if room > 0 {
-		p := v1alpha1.GameServerPlayers{}
-		if gs.Status.Players != nil {
-			p = *gs.Status.Players
-		}
-		until := metav1.NewTime(now.Add(pendingRoomTTL))
-		st["players"] = map[string]any{"pending": p.Pending + room, "pendingUntil": until}
-	}
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"resourceVersion": gs.ResourceVersion}, "status": st})
-	if err != nil {
-		return nil, fmt.Errorf("encode allocation mark: %w", err)
-	}
-	return patch, nil
-}
-
-// undo returns the undo of the mark that turned before into after: the state, mark and held room
-// go back to what they were, unless the server changed since.
-func (a *Allocator) undo(before, after *v1alpha1.GameServer, room int32) undoFunc {
-	return func(ctx context.Context) error {
-		st := map[string]any{"state": before.Status.State, "allocatedBy": before.Status.AllocatedBy}
-		if room > 0 {
-			pending := int32(0)
-			if after.Status.Players != nil {
-				pending = max(0, after.Status.Players.Pending-room)
-			}
-			st["players"] = map[string]any{"pending": pending}
-		}
-		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"resourceVersion": after.ResourceVersion}, "status": st})
-		if err != nil {
-			return fmt.Errorf("encode allocation undo: %w", err)
-		}
-		out := &v1alpha1.GameServer{ObjectMeta: metav1.ObjectMeta{Namespace: after.Namespace, Name: after.Name}}
-		if err := a.write.Status().Patch(ctx, out, client.RawPatch(types.MergePatchType, patch)); err != nil {
-			return fmt.Errorf("undo the allocation of gameserver %s: %w", after.Name, err)
-		}
-		return nil
-	}
 }
 
 // claim registers this process's attempt on a server. It returns the new claim and mine set

@@ -207,6 +207,17 @@ func TestConnectTokensAtAllocation(t *testing.T) {
 		if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.players") {
 			t.Errorf("%s: %v, want Invalid naming spec.players", name, err)
 		}
+		// The endpoint, which the API server does not see, refuses the same with 422.
+		body, err := json.Marshal(v1alpha1.GameServerAllocation{ObjectMeta: metav1.ObjectMeta{Namespace: ns}, Spec: bad.Spec})
+		if err != nil {
+			t.Fatal(err)
+		}
+		code, raw := postAllocation(t, allocatorToken(t), body)
+		var out v1alpha1.GameServerAllocation
+		if err := json.Unmarshal(raw, &out); err != nil || code != http.StatusUnprocessableEntity ||
+			out.Status.Reason != v1alpha1.AllocationReasonInvalid || !strings.Contains(out.Status.Message, "spec.players") {
+			t.Errorf("%s at the endpoint: %d %s", name, code, raw)
+		}
 	}
 }
 

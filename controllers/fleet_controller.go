@@ -406,7 +406,7 @@ func (r *FleetReconciler) reconcileStatus(fleet *v1alpha1.Fleet, servers []*v1al
 		switch {
 		case gs.Labels[v1alpha1.LabelTemplateHash] == hash:
 			updated++
-		case gs.Status.State == v1alpha1.GameServerStateAllocated:
+		case gs.Status.State == v1alpha1.GameServerStateAllocated || gs.Status.State == v1alpha1.GameServerStateReserved:
 			oldAllocated++
 		}
 		switch c := meta.FindStatusCondition(gs.Status.Conditions, v1alpha1.ConditionConfigApplied); {

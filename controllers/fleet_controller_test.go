@@ -378,7 +378,7 @@ func TestFleetScaleSubresource(t *testing.T) {
 		t.Errorf("scale %+v", scale)
 	}
 	table := kubectl(t, "get", "-n", ns, "flt")
-	for _, want := range []string{"DESIRED", "CURRENT", "READY", "ALLOCATED", "UPDATED", "CONFIG", "3/3"} {
+	for _, want := range []string{"DESIRED", "CURRENT", "READY", "ALLOCATED", "UPDATED", "PLAYERS", "CAPACITY", "CONFIG", "3/3"} {
 		if !strings.Contains(table, want) {
 			t.Errorf("kubectl get flt: no %q in\n%s", want, table)
 		}

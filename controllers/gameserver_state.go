@@ -48,7 +48,9 @@ func nextState(cur v1alpha1.GameServerState, pod *corev1.Pod, configRunning bool
 func readyCondition(state v1alpha1.GameServerState, pod *corev1.Pod, generation int64) metav1.Condition {
 	c := metav1.Condition{Type: v1alpha1.ConditionReady, ObservedGeneration: generation, Status: metav1.ConditionFalse}
 	switch {
-	case (state == v1alpha1.GameServerStateReady || state == v1alpha1.GameServerStateAllocated || state == v1alpha1.GameServerStateReserved) && pod != nil && podReady(pod):
+	case state == v1alpha1.GameServerStateReserved:
+		c.Reason, c.Message = "Reserved", "the game holds the server back from allocation for a while"
+	case (state == v1alpha1.GameServerStateReady || state == v1alpha1.GameServerStateAllocated) && pod != nil && podReady(pod):
 		c.Status, c.Reason, c.Message = metav1.ConditionTrue, "PodReady", "the server's Pod is ready and runs a pushed config"
 	case state == v1alpha1.GameServerStateAllocated:
 		c.Reason, c.Message = "PodNotReady", "the allocated server's Pod is not ready (its process may be restarting)"

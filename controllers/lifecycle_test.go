@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -42,13 +43,25 @@ func waitState(t testing.TB, gs *v1alpha1.GameServer, want v1alpha1.GameServerSt
 	return got
 }
 
+// waitCached waits until the operator's cache shows gs in state want.
+func waitCached(t testing.TB, gs *v1alpha1.GameServer, want v1alpha1.GameServerState) {
+	t.Helper()
+	waitFor(t, waitLong, fmt.Sprintf("%s %s in the operator's cache", gs.Name, want), func() (bool, error) {
+		got := &v1alpha1.GameServer{}
+		err := operator.Get(context.Background(), client.ObjectKeyFromObject(gs), got)
+		return err == nil && got.Status.State == want, err
+	})
+}
+
 func readyServer(t *testing.T, ns, name string) *v1alpha1.GameServer {
 	t.Helper()
 	gs := newGameServer(ns, name, v1alpha1.PortPolicyDynamic, 0)
 	if err := k8s.Create(context.Background(), gs); err != nil {
 		t.Fatal(err)
 	}
-	return waitApplied(t, gs, v1alpha1.GameServerStateReady)
+	got := waitApplied(t, gs, v1alpha1.GameServerStateReady)
+	waitCached(t, gs, v1alpha1.GameServerStateReady)
+	return got
 }
 
 func createAllocation(t *testing.T, ns, name string, spec v1alpha1.GameServerAllocationSpec) *v1alpha1.GameServerAllocation {
@@ -153,6 +166,8 @@ func TestMatchEndReusesOrReplaces(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitState(t, gs, v1alpha1.GameServerStateReady, nil)
+	// An allocation is served once, from the operator's cache: let it show the server Ready.
+	waitCached(t, gs, v1alpha1.GameServerStateReady)
 
 	a2 := createAllocation(t, ns, "second", v1alpha1.GameServerAllocationSpec{Fleet: "reuse"})
 	if st := waitAllocation(t, a2); st.GameServerName != gs.Name {
@@ -218,6 +233,18 @@ func TestPlayersAndBackfill(t *testing.T) {
 		p := g.Status.Players
 		return p != nil && p.Connected == 1 && p.Capacity == 10 && g.Status.Counters["rounds"] == 3
 	})
+	// kubectl shows them.
+	lines := strings.Split(strings.TrimSpace(kubectl(t, "get", "-n", ns, "gs", "room")), "\n")
+	header, row := strings.Fields(lines[0]), strings.Fields(lines[len(lines)-1])
+	col := func(name string) string {
+		if i := slices.Index(header, name); i >= 0 && i < len(row) {
+			return row[i]
+		}
+		return ""
+	}
+	if len(lines) != 2 || col("STATE") != "Ready" || col("PLAYERS") != "1" || col("CAPACITY") != "10" {
+		t.Errorf("kubectl get gs:\n%s", strings.Join(lines, "\n"))
+	}
 
 	st := allocateHTTP(t, ns, v1alpha1.GameServerAllocationSpec{PlayerRoom: 4})
 	if st.State != v1alpha1.AllocationAllocated || st.GameServerName != gs.Name {
@@ -310,6 +337,7 @@ func TestUnhealthyAllocatedReplacedWhenAsked(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitApplied(t, gs, v1alpha1.GameServerStateReady)
+	waitCached(t, gs, v1alpha1.GameServerStateReady)
 	if st := allocateHTTP(t, ns, v1alpha1.GameServerAllocationSpec{}); st.GameServerName != gs.Name {
 		t.Fatalf("%+v", st)
 	}

@@ -21,7 +21,7 @@ type allocRecorder struct {
 
 func (g *allocRecorder) Allocated(a game.Allocation) {
 	g.mu.Lock()
-	during := g.recorder.inStep
+	during := g.inStep
 	g.mu.Unlock()
 	g.amu.Lock()
 	defer g.amu.Unlock()

@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"testing"
 
+	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -67,6 +68,19 @@ func processLifecycle(admin string) (netcode.LifecycleStatus, error) {
 	return st, json.NewDecoder(resp.Body).Decode(&st)
 }
 
+// waitFleetReady waits until the Fleet's status counts n Ready servers: the operator's cache,
+// which allocations are served from, shows them Ready.
+func waitFleetReady(t *testing.T, ns, name string, n int32) {
+	t.Helper()
+	waitFor(t, fmt.Sprintf("fleet %s with %d Ready", name, n), waitLimit, func() (bool, error) {
+		f := &v1alpha1.Fleet{}
+		if err := env.k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, f); err != nil {
+			return false, err
+		}
+		return f.Status.ReadyReplicas == n, fmt.Errorf("fleet status %+v", f.Status)
+	})
+}
+
 // getServer reads a GameServer; ok is false once it is gone.
 func getServer(t *testing.T, ns, name string) (v1alpha1.GameServer, bool) {
 	t.Helper()
@@ -118,6 +132,7 @@ func TestMatchLifecycle(t *testing.T) {
 		return gs.Status.State == v1alpha1.GameServerStateReady && gs.Status.Netcode.InstanceID == first.gs.Status.Netcode.InstanceID,
 			fmt.Errorf("state %s", gs.Status.State)
 	})
+	waitFleetReady(t, ns, "arena", 1)
 
 	st, _ = allocateWith(t, ns, v1alpha1.GameServerAllocationSpec{Fleet: "arena", Payload: `{"matchSeconds":2,"end":"shutdown"}`})
 	if st.GameServerName != first.gs.Name {
@@ -142,6 +157,14 @@ func TestBackfill(t *testing.T) {
 	createArenaFleet(t, ns, "arena", 2, nil)
 	waitConverged(t, ns, "arena")
 	a, _ := allocateWith(t, ns, v1alpha1.GameServerAllocationSpec{Fleet: "arena", PlayerRoom: 5})
+	// Backfill prefers the servers the operator's cache shows Allocated: let it show this one.
+	waitFor(t, "the fleet counting the allocated server", waitLimit, func() (bool, error) {
+		f := &v1alpha1.Fleet{}
+		if err := env.k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "arena"}, f); err != nil {
+			return false, err
+		}
+		return f.Status.AllocatedReplicas == 1, fmt.Errorf("fleet status %+v", f.Status)
+	})
 	b, _ := allocateWith(t, ns, v1alpha1.GameServerAllocationSpec{Fleet: "arena", PlayerRoom: 3})
 	c, _ := allocateWith(t, ns, v1alpha1.GameServerAllocationSpec{Fleet: "arena", PlayerRoom: 1})
 	if a.State != v1alpha1.AllocationAllocated || b.GameServerName != a.GameServerName || c.State != v1alpha1.AllocationAllocated || c.GameServerName == a.GameServerName {
@@ -208,8 +231,21 @@ func TestUnhealthyReplaced(t *testing.T) {
 	})
 	if gs, ok := getServer(t, ns, victim.gs.Name); ok && gs.Status.State != v1alpha1.GameServerStateUnhealthy {
 		t.Fatalf("the stopped server is %s", gs.Status.State)
-	} else if !ok && !sawUnhealthy {
-		t.Log("the Unhealthy server was removed before a read saw it Unhealthy")
+	}
+	// The Fleet may remove it before a read sees it: its state change's event stays.
+	if !sawUnhealthy {
+		waitFor(t, "the Unhealthy event of "+victim.gs.Name, waitLimit, func() (bool, error) {
+			var evs eventsv1.EventList
+			if err := env.k8s.List(context.Background(), &evs, client.InNamespace(ns)); err != nil {
+				return false, err
+			}
+			for _, e := range evs.Items {
+				if e.Regarding.Name == victim.gs.Name && e.Reason == string(v1alpha1.GameServerStateUnhealthy) {
+					return true, nil
+				}
+			}
+			return false, fmt.Errorf("%d events, none Unhealthy for %s", len(evs.Items), victim.gs.Name)
+		})
 	}
 	waitConverged(t, ns, "sick")
 }
@@ -240,6 +276,7 @@ func TestOperatorRestartMidMatch(t *testing.T) {
 		gs, _ := getServer(t, ns, s.gs.Name)
 		return gs.Status.State == v1alpha1.GameServerStateReady, fmt.Errorf("state %s", gs.Status.State)
 	})
+	waitFleetReady(t, ns, "arena", 1)
 	if st, _ := allocateWith(t, ns, v1alpha1.GameServerAllocationSpec{Fleet: "arena"}); st.GameServerName != s.gs.Name {
 		t.Fatalf("the next match went to %q, want %s", st.GameServerName, s.gs.Name)
 	}
