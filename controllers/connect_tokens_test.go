@@ -241,10 +241,7 @@ func TestConnectKeyStoreRotation(t *testing.T) {
 	}
 	stored := func() []int64 {
 		t.Helper()
-		var keys ConnectKeys
-		for _, k := range connectKeysOf(t, ns, "a") {
-			keys.All = append(keys.All, k)
-		}
+		keys := ConnectKeys{All: connectKeysOf(t, ns, "a")}
 		return keys.IDs()
 	}
 	first := get("fleet.a")
