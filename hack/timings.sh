@@ -23,6 +23,7 @@ function union(key,   i, n, s, e, total, cs, ce) {
 }
 function add(key, s, e) { cnt[key]++; st[key, cnt[key]] = s; en[key, cnt[key]] = e }
 {
+	gsub(/_/, " ", $5)
 	if (NR == 1) first = $1
 	if ($2 > last) last = $2
 	rows[NR] = sprintf("  %-14s %-48s %7s %8s  %s", $4, $5, fmt($1 - first), fmt($2 - $1), $3)
