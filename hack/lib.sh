@@ -12,7 +12,7 @@ export PATH=$BIN:$KUBEBUILDER_ASSETS:$PATH
 # --- step timing ---------------------------------------------------------------------------------
 # Every set-up script runs its steps through `timed`, which prints how long each took. When
 # NETFLEET_TIMINGS names a file (the Makefile gives each `make` run one), it also appends a line
-#   <start> <end> <status> <group> <step>
+#   <start> <end> <status> <group> <step>   (separated by tabs)
 # (times in seconds since the epoch, status ok, failed or cached) that hack/timings.sh turns into
 # the run's table. Appending one short line is atomic, so steps that run side by side can share the
 # file. TIMING_GROUP names the script's group in the table (deps, tools, control-plane, node, ...).
@@ -40,7 +40,7 @@ timing_cached() {
 timing_record() {
 	[ -n "${NETFLEET_TIMINGS:-}" ] || return 0
 	mkdir -p "$(dirname "$NETFLEET_TIMINGS")"
-	printf '%s %s %s %s %s\n' "$1" "$2" "$3" "${TIMING_GROUP:-step}" "${4// /_}" >>"$NETFLEET_TIMINGS"
+	printf '%s\t%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "${TIMING_GROUP:-step}" "${4//$'\t'/ }" >>"$NETFLEET_TIMINGS"
 }
 
 # timing_format <start> <end>: the duration as 7.2s or 3m05s.

@@ -8,7 +8,7 @@ set -euo pipefail
 file=${1:-${NETFLEET_TIMINGS:-}}
 [ -n "$file" ] && [ -s "$file" ] || { echo "[timings] no steps recorded${file:+ in $file}"; exit 0; }
 
-sort -n -k1,1 "$file" | awk -v file="$file" '
+sort -n -k1,1 "$file" | awk -F '\t' -v file="$file" '
 function fmt(d) { if (d < 60) return sprintf("%.1fs", d); return sprintf("%dm%02ds", int(d / 60), int(d) % 60) }
 # union(key): the length of the union of the intervals recorded under key (sorted by start).
 function union(key,   i, n, s, e, total, cs, ce) {
@@ -23,7 +23,6 @@ function union(key,   i, n, s, e, total, cs, ce) {
 }
 function add(key, s, e) { cnt[key]++; st[key, cnt[key]] = s; en[key, cnt[key]] = e }
 {
-	gsub(/_/, " ", $5)
 	if (NR == 1) first = $1
 	if ($2 > last) last = $2
 	rows[NR] = sprintf("  %-14s %-48s %7s %8s  %s", $4, $5, fmt($1 - first), fmt($2 - $1), $3)
