@@ -82,11 +82,13 @@ node/pause: node/packages
 $(NODE_PARTS):
 	hack/install-node.sh $(@F)
 
-# What each entry point needs, longest first. The commands (`make build`) are part of it: built
-# once, without the race detector, into bin/, where the demo runs them and the tests take them.
+# What each entry point needs, the longest job first. The commands (`make build`) are part of it:
+# built once, without the race detector, into bin/, where the demo runs them and the tests take
+# them. The real-node tier's parts come last, so they take the cores only when netfleet's own jobs
+# leave one free (node/kubernetes waits for control-plane/kube in any case).
 DEMO_SETUP := control-plane/kube control-plane/etcd build
-TEST_SETUP := control-plane/kube node/kubernetes tool/golangci-lint tool/controller-gen control-plane/etcd \
-	tool/helm tool/gotestsum node/containerd node/cni node/pause verify build
+TEST_SETUP := control-plane/kube tool/golangci-lint tool/controller-gen control-plane/etcd tool/helm tool/gotestsum \
+	verify build node/kubernetes node/containerd node/cni node/pause
 
 .PHONY: setup
 setup: deps ## deps, then every tool, the control plane and the node parts, SETUP_JOBS at a time.
