@@ -5,6 +5,8 @@
 #   python3-enet             an independent ENet implementation for interop tests
 #   iproute2                 network namespaces for multi-host tests
 set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+TIMING_GROUP=deps
 
 PACKAGES=(libenet-dev pkg-config gcc prometheus python3-enet iproute2)
 
@@ -19,6 +21,7 @@ for p in "${PACKAGES[@]}"; do
 done
 if [ ${#missing[@]} -eq 0 ]; then
 	log "all Debian packages present: ${PACKAGES[*]}"
+	timing_cached debian-packages
 	exit 0
 fi
 if [ "$(id -u)" -ne 0 ]; then
@@ -26,8 +29,8 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 log "installing: ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq || die "apt-get update failed"
-apt-get install -y -qq --no-install-recommends "${missing[@]}" || die "apt-get install failed"
+timed "apt-get update" apt-get update -qq || die "apt-get update failed"
+timed "apt-get install ${missing[*]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" || die "apt-get install failed"
 # Debian starts the packaged Prometheus as a service where it can; the tests run their own.
 if command -v systemctl >/dev/null && systemctl is-active --quiet prometheus 2>/dev/null; then
 	systemctl stop prometheus || true

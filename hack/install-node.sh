@@ -10,17 +10,23 @@
 #   bin/node/pause-<v>/       the Pod sandbox's pause, compiled from the C source that the
 #                             k8s.io/kubernetes module ships (build/pause/linux/pause.c)
 # Every directory is keyed by version and skipped when complete; a build writes into a temporary
-# directory and renames it into place, so an interrupted build leaves nothing half-made.
+# directory and renames it into place, so an interrupted build leaves nothing half-made. With
+# arguments, only the named parts (packages, kubernetes, containerd, cni, pause); the Makefile
+# builds them as jobs of their own, side by side with the rest of the set-up.
 set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+TIMING_GROUP=node
 
 KUBE_VERSION=${KUBE_VERSION:-v1.37.2}
 STAGING_VERSION=${STAGING_VERSION:-v0.37.2}
 CONTAINERD_VERSION=${CONTAINERD_VERSION:-v2.4.2}
 CNI_PLUGINS_VERSION=${CNI_PLUGINS_VERSION:-v1.10.0}
 PAUSE_VERSION=${PAUSE_VERSION:-3.10.2}
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
-OUT=${NODE_ASSETS_DIR:-$ROOT/bin/node}
-WORK=$ROOT/bin/.build-node
+# As hack/install-test-assets.sh builds kube-apiserver: the same tags, so the packages they share
+# compile once.
+KUBE_BUILD_TAGS=${KUBE_BUILD_TAGS:-notest,grpcnotrace}
+OUT=${NODE_ASSETS_DIR:-$BIN/node}
+WORK=$BIN/.build-node
 
 PACKAGES=(runc iptables gcc libc6-dev)
 
@@ -29,9 +35,15 @@ die() { printf '[node] ERROR: %s\n' "$*" >&2; exit 1; }
 
 command -v go >/dev/null || die "go is not on PATH"
 mkdir -p "$OUT" "$WORK"
+parts=" ${*:-packages kubernetes containerd cni pause} "
+for part in $parts; do
+	case $part in packages | kubernetes | containerd | cni | pause) ;; *) die "unknown part $part" ;; esac
+done
+want() { [[ $parts == *" $1 "* ]]; }
 
 # Debian packages, only the missing ones.
 missing=()
+want packages || PACKAGES=()
 for p in "${PACKAGES[@]}"; do
 	if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
 		missing+=("$p")
@@ -41,10 +53,11 @@ if [ ${#missing[@]} -gt 0 ]; then
 	[ "$(id -u)" -eq 0 ] || die "missing Debian packages: ${missing[*]}; run 'make node-assets' as root or: sudo apt-get install -y ${missing[*]}"
 	log "installing: ${missing[*]}"
 	export DEBIAN_FRONTEND=noninteractive
-	apt-get update -qq || die "apt-get update failed"
-	apt-get install -y -qq --no-install-recommends "${missing[@]}" || die "apt-get install failed"
-else
+	timed "apt-get update" apt-get update -qq || die "apt-get update failed"
+	timed "apt-get install ${missing[*]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" || die "apt-get install failed"
+elif want packages; then
 	log "Debian packages present: ${PACKAGES[*]}"
+	timing_cached debian-packages
 fi
 
 # complete <dir> <name>...: whether dir holds every named executable.
@@ -56,16 +69,16 @@ complete() {
 	done
 }
 
-# build_module <target dir> <work dir> <go.mod body> <ldflags> <tags> <package>...: builds the
-# packages of a throwaway module (one go build, so the packages they share compile once) into
-# <target dir>, each binary named after its package's last element.
+# build_module <step> <target dir> <work dir> <go.mod body> <ldflags> <tags> <package>...: builds
+# the packages of a throwaway module (one go build, so the packages they share compile once) into
+# <target dir>, each binary named after its package's last element; <step> names it in the timings.
 build_module() {
-	local target=$1 dir=$2 gomod=$3 ldflags=$4 tags=$5
-	shift 5
+	local step=$1 target=$2 dir=$3 gomod=$4 ldflags=$5 tags=$6
+	shift 6
 	rm -rf "$dir" && mkdir -p "$dir/out"
 	printf '%s\n' "$gomod" >"$dir/go.mod"
 	# -mod=mod lets go build complete go.mod and go.sum for the packages it is asked for.
-	(cd "$dir" && CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -tags "$tags" -ldflags "-s -w $ldflags" -o out/ "$@") ||
+	(cd "$dir" && timed "$step" env CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -tags "$tags" -ldflags "-s -w $ldflags" -o out/ "$@") ||
 		die "go build failed for $*"
 	rm -rf "$target.tmp" && mv "$dir/out" "$target.tmp" && rm -rf "$target" && mv "$target.tmp" "$target"
 	rm -rf "$dir"
@@ -74,8 +87,11 @@ build_module() {
 # Kubernetes' node and scheduling parts, from the k8s.io/kubernetes module with its staging
 # modules replaced by the published ones of the same minor version (read from its go.mod).
 K8S=$OUT/kubernetes-$KUBE_VERSION
-if complete "$K8S" kubelet kube-proxy kube-scheduler kube-controller-manager; then
+if ! want kubernetes; then
+	:
+elif complete "$K8S" kubelet kube-proxy kube-scheduler kube-controller-manager; then
 	log "kubelet, kube-proxy, kube-scheduler and kube-controller-manager present in $K8S; skipping"
+	timing_cached kubelet,kube-proxy,scheduler,controller-manager
 else
 	log "resolving k8s.io/kubernetes $KUBE_VERSION staging modules"
 	modfile=$(cd "$WORK" && GOFLAGS=-mod=mod go mod download -json "k8s.io/kubernetes@$KUBE_VERSION" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')
@@ -84,13 +100,13 @@ else
 	n=$(printf '%s\n' "$replaces" | grep -c replace || true)
 	[ "$n" -gt 20 ] || die "expected the staging replace list in $modfile, found $n entries"
 	log "building kubelet, kube-proxy, kube-scheduler, kube-controller-manager $KUBE_VERSION into $K8S (the first build takes several minutes)"
-	build_module "$K8S" "$WORK/kubernetes" "module netfleet.local/kubernetes
+	build_module kubelet,kube-proxy,scheduler,controller-manager "$K8S" "$WORK/kubernetes" "module netfleet.local/kubernetes
 
 go 1.26
 
 require k8s.io/kubernetes $KUBE_VERSION
 
-$replaces" "-X k8s.io/component-base/version.gitVersion=$KUBE_VERSION" "" \
+$replaces" "-X k8s.io/component-base/version.gitVersion=$KUBE_VERSION" "$KUBE_BUILD_TAGS" \
 		k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-proxy \
 		k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kube-controller-manager
 	log "built: $("$K8S/kubelet" --version)"
@@ -99,11 +115,14 @@ fi
 # containerd with its runc shim and its client, ctr (which loads image archives). Without cgo:
 # the btrfs snapshotter, the one part that needs it, is left out (overlayfs is used).
 CTRD=$OUT/containerd-$CONTAINERD_VERSION
-if complete "$CTRD" containerd containerd-shim-runc-v2 ctr; then
+if ! want containerd; then
+	:
+elif complete "$CTRD" containerd containerd-shim-runc-v2 ctr; then
 	log "containerd, containerd-shim-runc-v2 and ctr present in $CTRD; skipping"
+	timing_cached containerd,containerd-shim-runc-v2,ctr
 else
 	log "building containerd $CONTAINERD_VERSION into $CTRD"
-	build_module "$CTRD" "$WORK/containerd" "module netfleet.local/containerd
+	build_module containerd,containerd-shim-runc-v2,ctr "$CTRD" "$WORK/containerd" "module netfleet.local/containerd
 
 go 1.26
 
@@ -115,11 +134,14 @@ require github.com/containerd/containerd/v2 $CONTAINERD_VERSION" \
 fi
 
 CNI=$OUT/cni-$CNI_PLUGINS_VERSION
-if complete "$CNI" bridge host-local portmap loopback; then
+if ! want cni; then
+	:
+elif complete "$CNI" bridge host-local portmap loopback; then
 	log "CNI plugins present in $CNI; skipping"
+	timing_cached cni-plugins
 else
 	log "building the CNI plugins $CNI_PLUGINS_VERSION into $CNI"
-	build_module "$CNI" "$WORK/cni" "module netfleet.local/cni
+	build_module cni-plugins "$CNI" "$WORK/cni" "module netfleet.local/cni
 
 go 1.26
 
@@ -131,8 +153,11 @@ fi
 
 # pause, built as Kubernetes builds it (build/pause/Makefile): a static C program.
 PAUSE=$OUT/pause-$PAUSE_VERSION
-if complete "$PAUSE" pause; then
+if ! want pause; then
+	:
+elif complete "$PAUSE" pause; then
 	log "pause present in $PAUSE; skipping"
+	timing_cached pause
 else
 	src=$(cd "$WORK" && GOFLAGS=-mod=mod go mod download -json "k8s.io/kubernetes@$KUBE_VERSION" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')/build/pause/linux/pause.c
 	[ -f "$src" ] || die "no pause.c at $src"
@@ -140,8 +165,8 @@ else
 	[ "$tag" = "$PAUSE_VERSION" ] || die "k8s.io/kubernetes@$KUBE_VERSION ships pause $tag, not $PAUSE_VERSION: set PAUSE_VERSION=$tag"
 	log "compiling pause $PAUSE_VERSION into $PAUSE"
 	rm -rf "$PAUSE.tmp" && mkdir -p "$PAUSE.tmp"
-	gcc -Os -Wall -Werror -static -DVERSION="v$PAUSE_VERSION-netfleet" -o "$PAUSE.tmp/pause" "$src" || die "compiling $src failed"
+	timed pause gcc -Os -Wall -Werror -static -DVERSION="v$PAUSE_VERSION-netfleet" -o "$PAUSE.tmp/pause" "$src" || die "compiling $src failed"
 	rm -rf "$PAUSE" && mv "$PAUSE.tmp" "$PAUSE"
 fi
 
-log "node assets ready in $OUT"
+log "node assets ready in $OUT ($(echo $parts))"

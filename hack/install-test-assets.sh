@@ -2,32 +2,44 @@
 # Builds the control-plane binaries that envtest, the e2e tests and netfleet-dev run —
 # kube-apiserver, etcd and kubectl — from Go modules (no release tarball can be downloaded in
 # every environment netfleet is built in). Output: bin/k8s/<version>/{kube-apiserver,etcd,kubectl}.
-# Skips every binary that is already there.
+# Skips every binary that is already there. With an argument, only part of them: kube
+# (kube-apiserver and kubectl, one build) or etcd; the Makefile builds the two side by side.
 set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+TIMING_GROUP=control-plane
 
 KUBE_VERSION=${KUBE_VERSION:-v1.37.2}
 STAGING_VERSION=${STAGING_VERSION:-v0.37.2}
 ETCD_VERSION=${ETCD_VERSION:-v3.6.16}
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
-OUT=${ASSETS_DIR:-$ROOT/bin/k8s/$KUBE_VERSION}
-WORK=$ROOT/bin/.build-test-assets
+# The build tags Kubernetes' own release builds use (hack/lib/golang.sh): notest drops the fuzzing
+# helpers from k8s.io/apimachinery, grpcnotrace drops golang.org/x/net/trace from gRPC, which lets
+# the linker drop unused methods. (providerless, the tag that once dropped the in-tree cloud
+# providers, selects no file in v1.37: they are gone; selinux selects none in the selinux module
+# it pins.) hack/install-node.sh builds with the same tags, so the packages the kubelet shares with
+# kube-apiserver compile once.
+KUBE_BUILD_TAGS=${KUBE_BUILD_TAGS:-notest,grpcnotrace}
+OUT=${ASSETS_DIR:-$BIN/k8s/$KUBE_VERSION}
+WORK=$BIN/.build-test-assets
 
 log() { printf '[test-assets] %s\n' "$*"; }
 die() { printf '[test-assets] ERROR: %s\n' "$*" >&2; exit 1; }
 
 command -v go >/dev/null || die "go is not on PATH"
+part=${1:-all}
+case $part in all | kube | etcd) ;; *) die "unknown part $part: want kube or etcd" ;; esac
 mkdir -p "$OUT" "$WORK"
 
-# build_module <dir> <go.mod body> <main.go body or ""> <ldflags> <name=package>...: builds the
+# build_module <dir> <go.mod body> <main.go body or ""> <ldflags> <tags> <name=package>...: builds the
 # named binaries that are not in $OUT yet in one go build, so the packages they share compile once.
 # A package "." is the module's own main.go.
 build_module() {
-	local dir=$1 gomod=$2 main=$3 ldflags=$4
-	shift 4
+	local dir=$1 gomod=$2 main=$3 ldflags=$4 tags=$5
+	shift 5
 	local names=() pkgs=() pair
 	for pair in "$@"; do
 		if [ -x "$OUT/${pair%%=*}" ]; then
 			log "${pair%%=*} already built at $OUT/${pair%%=*}; skipping"
+			timing_cached "${pair%%=*}"
 			continue
 		fi
 		names+=("${pair%%=*}")
@@ -43,7 +55,7 @@ build_module() {
 	fi
 	# -mod=mod lets go build complete go.mod and go.sum for packages of a required module that
 	# the module itself does not import (go mod tidy would drop that requirement).
-	(cd "$dir" && CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -ldflags "-s -w $ldflags" -o out/ "${pkgs[@]}") ||
+	(cd "$dir" && timed "$(IFS=,; echo "${names[*]}")" env CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -tags "$tags" -ldflags "-s -w $ldflags" -o out/ "${pkgs[@]}") ||
 		die "go build failed for ${names[*]}"
 	local i
 	for i in "${!names[@]}"; do
@@ -57,7 +69,9 @@ build_module() {
 # kube-apiserver and kubectl, built as Kubernetes builds them: its own main packages from
 # k8s.io/kubernetes, whose go.mod points the staging modules at ./staging/src; each is replaced with
 # the published module of the same minor version, read from that go.mod.
-if [ ! -x "$OUT/kube-apiserver" ] || [ ! -x "$OUT/kubectl" ]; then
+if [ "$part" = etcd ]; then
+	:
+elif [ ! -x "$OUT/kube-apiserver" ] || [ ! -x "$OUT/kubectl" ]; then
 	log "resolving k8s.io/kubernetes $KUBE_VERSION staging modules"
 	modfile=$(cd "$WORK" && GOFLAGS=-mod=mod go mod download -json "k8s.io/kubernetes@$KUBE_VERSION" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')
 	[ -f "$modfile" ] || die "could not download the go.mod of k8s.io/kubernetes@$KUBE_VERSION"
@@ -71,13 +85,14 @@ go 1.26
 
 require k8s.io/kubernetes $KUBE_VERSION
 
-$replaces" "" "-X k8s.io/component-base/version.gitVersion=$KUBE_VERSION" \
+$replaces" "" "-X k8s.io/component-base/version.gitVersion=$KUBE_VERSION" "$KUBE_BUILD_TAGS" \
 		kube-apiserver=k8s.io/kubernetes/cmd/kube-apiserver kubectl=k8s.io/kubernetes/cmd/kubectl
 else
 	log "kube-apiserver and kubectl already built in $OUT; skipping"
+	timing_cached kube-apiserver,kubectl
 fi
 
-build_module "$WORK/etcd" "module netfleet.local/etcd
+[ "$part" = kube ] || build_module "$WORK/etcd" "module netfleet.local/etcd
 
 go 1.26
 
@@ -89,6 +104,6 @@ import (
 	"go.etcd.io/etcd/server/v3/etcdmain"
 )
 
-func main() { etcdmain.Main(os.Args) }' "" etcd=.
+func main() { etcdmain.Main(os.Args) }' "" "" etcd=.
 
-log "test assets ready in $OUT"
+log "test assets ready in $OUT${1:+ ($1)}"

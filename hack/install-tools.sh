@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Installs the pinned Go tools the build uses into bin/: each as bin/<tool>-<version>, with
-# bin/<tool> linking to it. A tool already present at its pinned version is skipped.
+# bin/<tool> linking to it. A tool already present at its pinned version is skipped. With
+# arguments, only the named tools (the Makefile installs each as its own job, so they build side by
+# side with the control plane).
 set -euo pipefail
-
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
-BIN=$ROOT/bin
+source "$(dirname "$0")/lib.sh"
+TIMING_GROUP=tools
 
 log() { printf '[tools] %s\n' "$*"; }
 die() { printf '[tools] ERROR: %s\n' "$*" >&2; exit 1; }
@@ -21,20 +22,28 @@ TOOLS=(
 	"benchstat golang.org/x/perf/cmd/benchstat v0.0.0-20260908200009-22c9c6c9d4da"
 )
 
-want=${1:-}
+install() {
+	local name=$1 pkg=$2 version=$3 tmp
+	tmp=$(mktemp -d)
+	GOBIN=$tmp CGO_ENABLED=0 go install "$pkg@$version" || { rm -rf "$tmp"; return 1; }
+	mv "$tmp/$name" "$BIN/$name-$version"
+	rm -rf "$tmp"
+}
+
+want=" $* "
+found=0
 for row in "${TOOLS[@]}"; do
 	read -r name pkg version <<<"$row"
-	[ -z "$want" ] || [ "$want" = "$name" ] || continue
-	target=$BIN/$name-$version
-	if [ -x "$target" ]; then
+	[ $# -eq 0 ] || [[ $want == *" $name "* ]] || continue
+	found=$((found + 1))
+	if [ -x "$BIN/$name-$version" ]; then
 		log "$name $version present; skipping"
+		timing_cached "$name"
 	else
 		log "installing $name $version ($pkg)"
-		tmp=$(mktemp -d)
-		GOBIN=$tmp CGO_ENABLED=0 go install "$pkg@$version" || { rm -rf "$tmp"; die "go install $pkg@$version failed"; }
-		mv "$tmp/$name" "$target"
-		rm -rf "$tmp"
+		timed "$name" install "$name" "$pkg" "$version" || die "go install $pkg@$version failed"
 	fi
 	ln -sfn "$name-$version" "$BIN/$name"
 done
+[ $# -eq 0 ] || [ "$found" -eq $# ] || die "unknown tool in: $*"
 log "tools ready in $BIN"

@@ -1,34 +1,54 @@
 #!/usr/bin/env bash
-# Runs every test, then every fuzz target briefly. Needs `make deps tools test-assets node-assets`
-# first (`make test` does all of it).
+# Runs every test, then every fuzz target briefly. Needs `make test-setup` first (`make test` does
+# all of it): the tools, the control plane, the node parts and the commands in bin/ (`make build`),
+# which the tests that run commands take from there instead of building their own
+# (internal/testbin).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
+TIMING_GROUP=test
 log() { printf '[test] %s\n' "$*"; }
 
 mkdir -p _out
+# bin/ holds the commands of this tree: build.sh relinks only what changed, and is quick when
+# nothing did (make test has just run it).
+"$ROOT/hack/build.sh"
+export NETFLEET_PREBUILT_BIN=$BIN
 
 # The congestion-response scenario judges what real clients observed second by second; it runs
 # on its own afterwards, without the race detector, so other packages' tests do not starve its
 # tick loop (it skips the seconds in which the server did not keep time, and a run starved
 # throughout would say nothing).
 timed=github.com/netfleet/netfleet/internal/congestionlab
-# The end-to-end packages go first: most of their time is spent waiting on the scenarios they
-# run (the real-node tier on its node, `make node-assets`), which the other packages' tests fill.
+# The end-to-end package goes first: most of its time is spent waiting on the scenarios it runs,
+# which the other packages' tests fill.
 e2e=github.com/netfleet/netfleet/test/e2e
+# The real-node tier (test/node, on the node `make node-assets` builds) runs on its own, alongside
+# the fuzz targets, so its time is a line of its own in the table of timings.
 nodetier=github.com/netfleet/netfleet/test/node
-mapfile -t pkgs < <(echo "$nodetier"; echo "$e2e"; go list ./... | grep -vx -e "$timed" -e "$e2e" -e "$nodetier")
+mapfile -t pkgs < <(echo "$e2e"; go list ./... | grep -vx -e "$timed" -e "$e2e" -e "$nodetier")
 
 # Three packages at a time on two cores: many tests spend much of their time waiting on
 # processes, control planes and real-time tick loops, so one package per core leaves a core idle
 # about a third of the time.
-log "go test (race detector on), every package but $timed, ${TEST_PACKAGES_AT_ONCE:-3} packages at a time"
-"$ROOT/bin/gotestsum" --format "${GOTESTSUM_FORMAT:-pkgname-and-test-fails}" \
+log "go test (race detector on), every package but $timed and $nodetier, ${TEST_PACKAGES_AT_ONCE:-3} packages at a time"
+timed "go test -race (every package but two)" "$BIN/gotestsum" --format "${GOTESTSUM_FORMAT:-pkgname-and-test-fails}" \
 	--junitfile _out/junit.xml -- -race -count=1 -p "${TEST_PACKAGES_AT_ONCE:-3}" -timeout "${TEST_TIMEOUT:-20m}" "${pkgs[@]}"
 
 log "go test $timed (alone)"
-"$ROOT/bin/gotestsum" --format "${GOTESTSUM_FORMAT:-pkgname-and-test-fails}" \
+timed "go test congestionlab (alone)" "$BIN/gotestsum" --format "${GOTESTSUM_FORMAT:-pkgname-and-test-fails}" \
 	--junitfile _out/junit-congestion.xml -- -count=1 -timeout 5m "$timed"
 
+log "go test $nodetier (race detector on), alongside the fuzz targets"
+TIMING_GROUP=node timed "go test -race test/node" "$BIN/gotestsum" --format "${GOTESTSUM_FORMAT:-pkgname-and-test-fails}" \
+	--junitfile _out/junit-node.xml -- -race -count=1 -timeout "${TEST_TIMEOUT:-20m}" "$nodetier" &
+node_pid=$!
+
 log "fuzz targets, ${FUZZTIME:-3s} each"
-FUZZTIME=${FUZZTIME:-3s} "$ROOT/hack/fuzz.sh"
+fuzz_rc=0
+TIMING_GROUP=fuzz FUZZTIME=${FUZZTIME:-3s} timed "fuzz targets" "$ROOT/hack/fuzz.sh" || fuzz_rc=$?
+node_rc=0
+wait "$node_pid" || node_rc=$?
+[ "$node_rc" -eq 0 ] || log "FAILED: go test $nodetier"
+[ "$fuzz_rc" -eq 0 ] || log "FAILED: fuzz targets"
+[ "$node_rc" -eq 0 ] && [ "$fuzz_rc" -eq 0 ] || exit 1
 log "all tests passed"

@@ -18,6 +18,7 @@ import (
 	"github.com/netfleet/netfleet/gameserver/client"
 	"github.com/netfleet/netfleet/gameserver/enet"
 	"github.com/netfleet/netfleet/gameserver/protocol"
+	"github.com/netfleet/netfleet/internal/testbin"
 )
 
 const testDeadline = 30 * time.Second
@@ -25,11 +26,12 @@ const testDeadline = 30 * time.Second
 // TestSIGTERM builds and runs the binary, connects a client, and sends SIGTERM: the client is
 // disconnected with 1001 and the process exits 0.
 func TestSIGTERM(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "gameserver")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
+	// The package's directory is cmd/gameserver, two below the repository root.
+	bins, err := testbin.Build(filepath.Join("..", ".."), t.TempDir(), nil, "./cmd/gameserver")
+	if err != nil {
+		t.Fatalf("build: %v", err)
 	}
+	bin := bins["./cmd/gameserver"]
 	cmd := exec.Command(bin, "--bind", "127.0.0.1", "--game-port", "0", "--admin-port", "0",
 		"--world-population", "50", "--world-half-extent", "200", "--ready-without-push")
 	cmd.Env = []string{netcode.EnvAdminToken + "=test-token"}

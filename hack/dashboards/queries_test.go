@@ -42,6 +42,7 @@ import (
 	"github.com/netfleet/netfleet/controllers"
 	"github.com/netfleet/netfleet/internal/botswarm"
 	"github.com/netfleet/netfleet/internal/podrunner"
+	"github.com/netfleet/netfleet/internal/testbin"
 	"github.com/netfleet/netfleet/internal/testenv"
 )
 
@@ -258,13 +259,11 @@ func lookPath(t *testing.T, name string) string {
 
 func buildGameServer(t *testing.T, root string) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "gameserver")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/gameserver")
-	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build cmd/gameserver: %v\n%s", err, out)
+	bins, err := testbin.Build(root, t.TempDir(), nil, "./cmd/gameserver")
+	if err != nil {
+		t.Fatalf("build cmd/gameserver: %v", err)
 	}
-	return bin
+	return bins["./cmd/gameserver"]
 }
 
 // startOperator runs the operator's controllers and its state collector in a manager, and

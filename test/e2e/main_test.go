@@ -10,7 +10,6 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sync"
 	"time"
@@ -26,6 +25,7 @@ import (
 
 	"github.com/netfleet/netfleet/api/v1alpha1"
 	"github.com/netfleet/netfleet/internal/podrunner"
+	"github.com/netfleet/netfleet/internal/testbin"
 	"github.com/netfleet/netfleet/internal/testenv"
 )
 
@@ -108,13 +108,11 @@ func setUp() (*harness, error) {
 			fmt.Fprintf(os.Stderr, "e2e: %s (%s)\n", what, time.Since(began).Round(100*time.Millisecond))
 		}
 	}
-	bins := filepath.Join(dir, "bin")
-	build := exec.Command("go", "build", "-o", bins+string(filepath.Separator), "./cmd/operator", "./cmd/gameserver", "./examples/arena/cmd/arena")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		return h, fmt.Errorf("build the operator and the game servers: %w\n%s", err, out)
+	bins, err := testbin.Build(root, filepath.Join(dir, "bin"), nil, "./cmd/operator", "./cmd/gameserver", "./examples/arena/cmd/arena")
+	if err != nil {
+		return h, fmt.Errorf("build the operator and the game servers: %w", err)
 	}
-	h.gameServerBin, h.arenaBin = filepath.Join(bins, "gameserver"), filepath.Join(bins, "arena")
+	h.gameServerBin, h.arenaBin = bins["./cmd/gameserver"], bins["./examples/arena/cmd/arena"]
 	step("built the operator and the game servers")
 
 	if h.log, err = openLog(filepath.Join(dir, "harness.log")); err != nil {
@@ -156,7 +154,7 @@ func setUp() (*harness, error) {
 	gc := &collector{c: h.k8s, log: logger.WithName("gc")}
 	h.bg.Go(func() { gc.run(ctx) })
 
-	h.operator = newOperatorProcess(filepath.Join(bins, "operator"), h.plane.kubeconfig, filepath.Join(dir, "operator.log"))
+	h.operator = newOperatorProcess(bins["./cmd/operator"], h.plane.kubeconfig, filepath.Join(dir, "operator.log"))
 	if err := h.operator.start(); err != nil {
 		return h, err
 	}

@@ -6,13 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 
 	"sigs.k8s.io/yaml"
 
 	"github.com/netfleet/netfleet/internal/images"
+	"github.com/netfleet/netfleet/internal/testbin"
 	"github.com/netfleet/netfleet/internal/testenv"
 )
 
@@ -49,17 +49,18 @@ func setUp() error {
 	}
 	build.dir, build.root = dir, root
 	bins := filepath.Join(dir, "bin")
+	built := map[string]string{}
 	for _, b := range []struct {
 		pkg string
 		cgo string
 	}{{"./cmd/operator", "0"}, {"./cmd/gameserver", "1"}, {"./cmd/netfleet-dev", "1"}} {
-		cmd := exec.Command("go", "build", "-o", bins+string(filepath.Separator), b.pkg)
-		cmd.Dir, cmd.Env = root, append(os.Environ(), "CGO_ENABLED="+b.cgo)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("build %s: %w\n%s", b.pkg, err, out)
+		m, err := testbin.Build(root, bins, []string{"CGO_ENABLED=" + b.cgo}, b.pkg)
+		if err != nil {
+			return fmt.Errorf("build %s: %w", b.pkg, err)
 		}
+		built[b.pkg] = m[b.pkg]
 	}
-	build.netfleetDev = filepath.Join(bins, "netfleet-dev")
+	build.netfleetDev = built["./cmd/netfleet-dev"]
 	chart, err := os.ReadFile(filepath.Join(root, "charts", "netfleet", "Chart.yaml"))
 	if err != nil {
 		return err
@@ -82,7 +83,7 @@ func setUp() error {
 		{images.Operator, "operator", &build.operatorArchive},
 		{images.GameServer, "gameserver", &build.gameServerArchive},
 	} {
-		img, err := images.Build(im.spec, filepath.Join(bins, im.bin))
+		img, err := images.Build(im.spec, built["./cmd/"+im.bin])
 		if err != nil {
 			return err
 		}
