@@ -389,11 +389,9 @@ func (c *Client) apply(pkt []byte, tick uint32, r *protocol.Record) {
 		}
 		if !e.alive {
 			e.alive = true
+			e.n = 0
 			c.alive++
 		}
-		// A spawn replaces the history with its one state (docs/protocol.md): later deltas name
-		// baselines from it on.
-		e.n = 0
 		e.kind = r.Kind
 		e.remember(tick, &r.State, r.Fields)
 		e.latest = tick
