@@ -179,14 +179,11 @@ func fieldsOf(cl *client.Client, id uint16) string {
 	return fmt.Sprint(e.Kind, e.State, e.Fields)
 }
 
-// TestArenaFleet runs the example game in the Fleet of examples/arena/fleet.yaml, with state
-// updates at 10 Hz: real ENet clients
-// join one of its servers, walk and fire; every client sees every projectile spawn and despawn,
-// and once the arena rests, every view holds exactly the players where they walked to.
-func TestArenaFleet(t *testing.T) {
-	ns := newNamespace(t, "arena")
-	// The Fleet the game's docs give, with an admin port of the test's: every Pod has a loopback
-	// address of its own here, but other tests' servers may use the default port.
+// arenaFleet is the Fleet the game's docs give (examples/arena/fleet.yaml) in namespace ns, with
+// an admin port of the test's: every Pod has a loopback address of its own here, but other tests'
+// servers may use the default port.
+func arenaFleet(t *testing.T, ns string) *v1alpha1.Fleet {
+	t.Helper()
 	raw, err := os.ReadFile(filepath.Join(env.root, "examples/arena/fleet.yaml"))
 	if err != nil {
 		t.Fatal(err)
@@ -197,6 +194,16 @@ func TestArenaFleet(t *testing.T) {
 	}
 	f.Namespace = ns
 	f.Spec.Template.Spec.AdminPort = randomPort(40000, 10000)
+	return f
+}
+
+// TestArenaFleet runs the example game in the Fleet of examples/arena/fleet.yaml, with state
+// updates at 10 Hz: real ENet clients
+// join one of its servers, walk and fire; every client sees every projectile spawn and despawn,
+// and once the arena rests, every view holds exactly the players where they walked to.
+func TestArenaFleet(t *testing.T) {
+	f := arenaFleet(t, newNamespace(t, "arena"))
+	ns := f.Namespace
 	if f.Spec.Template.Spec.Netcode.Budget.StateUpdateHz != 10 || f.Spec.Template.Spec.Template.Spec.Containers[0].Image != arenaImage+":dev" {
 		t.Fatalf("examples/arena/fleet.yaml is not the 10 Hz arena Fleet: %+v", f.Spec.Template.Spec)
 	}

@@ -6,14 +6,11 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	"github.com/netfleet/netfleet/api/netcode"
 	"github.com/netfleet/netfleet/api/v1alpha1"
@@ -27,17 +24,8 @@ import (
 // server of the fleet with 4008.
 func TestConnectTokens(t *testing.T) {
 	ns := newNamespace(t, "tokens")
-	raw, err := os.ReadFile(filepath.Join(env.root, "examples/arena/fleet.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := &v1alpha1.Fleet{}
-	if err := yaml.UnmarshalStrict(raw, f); err != nil {
-		t.Fatal(err)
-	}
-	f.Namespace = ns
+	f := arenaFleet(t, ns)
 	f.Spec.Replicas = 2
-	f.Spec.Template.Spec.AdminPort = randomPort(40000, 10000)
 	f.Spec.Template.Spec.Netcode.ConnectTokens = netcode.ConnectTokensConfig{Mode: netcode.ConnectTokensRequired}
 	if err := env.k8s.Create(t.Context(), f); err != nil {
 		t.Fatal(err)
