@@ -244,15 +244,9 @@ func (a *Allocator) mark(ctx context.Context, gs *v1alpha1.GameServer, sel label
 	defer func() { a.release(gs.UID, c, taken, rv) }()
 	cur := gs
 	if stale {
-		fresh := &v1alpha1.GameServer{}
-		if err := a.api.Get(ctx, client.ObjectKeyFromObject(gs), fresh); err != nil {
-			if apierrors.IsNotFound(err) {
-				return v1alpha1.GameServerAllocationStatus{}, nil, false, nil
-			}
-			return v1alpha1.GameServerAllocationStatus{}, nil, false, fmt.Errorf("read gameserver %s: %w", gs.Name, err)
-		}
-		if fresh.UID != gs.UID || !eligible(fresh, room) || !sel.Matches(labels.Set(fresh.Labels)) {
-			return v1alpha1.GameServerAllocationStatus{}, nil, false, nil
+		fresh, ok, err := a.refresh(ctx, gs, sel, room)
+		if !ok || err != nil {
+			return v1alpha1.GameServerAllocationStatus{}, nil, false, err
 		}
 		cur = fresh
 	}
@@ -273,19 +267,29 @@ func (a *Allocator) mark(ctx context.Context, gs *v1alpha1.GameServer, sel label
 			return v1alpha1.GameServerAllocationStatus{}, nil, false, fmt.Errorf("mark gameserver %s allocated: %w", gs.Name, err)
 		}
 		allocationConflicts.Inc()
-		fresh := &v1alpha1.GameServer{}
-		if err := a.api.Get(ctx, client.ObjectKeyFromObject(gs), fresh); err != nil {
-			if apierrors.IsNotFound(err) {
-				return v1alpha1.GameServerAllocationStatus{}, nil, false, nil
-			}
-			return v1alpha1.GameServerAllocationStatus{}, nil, false, fmt.Errorf("read gameserver %s: %w", gs.Name, err)
-		}
-		if fresh.UID != gs.UID || !eligible(fresh, room) || !sel.Matches(labels.Set(fresh.Labels)) {
-			return v1alpha1.GameServerAllocationStatus{}, nil, false, nil
+		fresh, ok, err := a.refresh(ctx, gs, sel, room)
+		if !ok || err != nil {
+			return v1alpha1.GameServerAllocationStatus{}, nil, false, err
 		}
 		cur = fresh
 	}
 	return v1alpha1.GameServerAllocationStatus{}, nil, false, nil
+}
+
+// refresh reads gs fresh from the API server and reports whether it is still the same server,
+// eligible for room and matching sel; a server that is gone is not an error.
+func (a *Allocator) refresh(ctx context.Context, gs *v1alpha1.GameServer, sel labels.Selector, room int32) (*v1alpha1.GameServer, bool, error) {
+	fresh := &v1alpha1.GameServer{}
+	if err := a.api.Get(ctx, client.ObjectKeyFromObject(gs), fresh); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, false, nil
+		}
+		return nil, false, fmt.Errorf("read gameserver %s: %w", gs.Name, err)
+	}
+	if fresh.UID != gs.UID || !eligible(fresh, room) || !sel.Matches(labels.Set(fresh.Labels)) {
+		return nil, false, nil
+	}
+	return fresh, true, nil
 }
 
 // claim registers this process's attempt on a server. It returns the new claim and mine set
