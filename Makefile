@@ -38,74 +38,73 @@ all: build
 
 ##@ Set-up
 
-# The set-up is a graph of small jobs — each Go tool, kube-apiserver with kubectl, etcd, each node
-# part, the commands — that make runs SETUP_JOBS at a time. Each go build leaves cores idle while it
-# resolves modules and links, so three at a time keep both cores of a 2-core machine busy from the
-# first job to the last; the longest chain (kube-apiserver, then the kubelet, which shares most of
-# its packages) is listed first so it starts first. Each step's time goes into the run's table.
-SETUP_JOBS ?= 3
-TOOLS := controller-gen golangci-lint gotestsum helm benchstat
+# The set-up is a graph of small jobs that make runs SETUP_JOBS at a time. The programs built from
+# Go modules — the control plane, the Go tools, the real node's Kubernetes parts — come from one
+# module graph shared with netfleet's own commands (hack/toolchain.sh, hack/toolchain.mod), so a
+# package they have in common compiles once; the jobs that share packages run one after another
+# (the tools, then the control plane, then helm, the static commands and the kubelet), the rest
+# beside them. The real node's parts (node/...) run at the lowest CPU priority: they take the
+# cores only when netfleet's own jobs and tests leave them idle, and only the real-node tier waits
+# for them. Each step's time goes into the run's table.
+SETUP_JOBS ?= 6
+TOOLCHAIN := hack/toolchain.sh
+# `$(call AFTER,<job>)`: an order-only prerequisite on <job> when it is a goal of this run of make
+# too, so that a job that shares packages with it starts once they are compiled (run alone, a job
+# needs no other).
+AFTER = $(filter $(1),$(MAKECMDGOALS))
 
 .PHONY: deps
 deps: ## Install the Debian packages netfleet needs (only the missing ones).
 	hack/install-deps.sh
 
 .PHONY: tools
-tools: ## Install the pinned Go tools into bin/.
-	$(MAKE) --no-print-directory -j$(SETUP_JOBS) $(addprefix tool/,$(TOOLS))
+tools: | $(call AFTER,deps) ## Build controller-gen, golangci-lint and gotestsum (what verify and the tests run) into bin/.
+	TIMING_GROUP=tools $(TOOLCHAIN) build controller-gen golangci-lint gotestsum
 
-.PHONY: $(addprefix tool/,$(TOOLS))
-$(addprefix tool/,$(TOOLS)):
-	hack/install-tools.sh $(@F)
+.PHONY: tool/helm tool/benchstat
+tool/helm: | $(call AFTER,test-assets) ## Build helm into bin/ (after the control plane, whose Kubernetes packages it shares).
+	TIMING_GROUP=tools $(TOOLCHAIN) build helm
+tool/benchstat:
+	TIMING_GROUP=tools $(TOOLCHAIN) build benchstat
 
 .PHONY: test-assets
-test-assets: ## Build kube-apiserver, etcd and kubectl into bin/k8s/<version> (skipped when present).
-	$(MAKE) --no-print-directory -j$(SETUP_JOBS) control-plane/kube control-plane/etcd
+test-assets: | $(call AFTER,tools) ## Build kube-apiserver, kubectl and etcd into bin/k8s/<version> (skipped when present).
+	TIMING_GROUP=control-plane $(TOOLCHAIN) build kube-apiserver kubectl etcd
 
-.PHONY: control-plane/kube control-plane/etcd
-control-plane/kube control-plane/etcd:
-	hack/install-test-assets.sh $(@F)
-
-.PHONY: node-assets
-node-assets: ## Install runc and iptables; build kubelet, kube-proxy, the scheduler, the controller manager, containerd, the CNI plugins and pause into bin/node/ (skipped when present).
-	$(MAKE) --no-print-directory -j$(SETUP_JOBS) $(NODE_PARTS)
-
-# After kube-apiserver: the kubelet and its peers share most of its packages, which then compile
-# once. pause is compiled statically, with the libc6-dev that node/packages installs.
+# At the lowest CPU priority (see above); the kubelet and its peers after the control plane, whose
+# packages they share. pause is compiled statically, with the libc6-dev that node/packages installs.
 NODE_PARTS := node/kubernetes node/containerd node/cni node/pause
+.PHONY: node-assets
+node-assets: $(NODE_PARTS) ## Install runc and iptables; build kubelet, kube-proxy, the scheduler, the controller manager, containerd, the CNI plugins and pause into bin/node/ (skipped when present).
+
 .PHONY: node/packages $(NODE_PARTS)
 node/packages:
 	hack/install-node.sh packages
-node/kubernetes: control-plane/kube node/packages
-node/containerd node/cni: node/packages
-node/pause: node/packages
-$(NODE_PARTS):
-	hack/install-node.sh $(@F)
-
-# What each entry point needs, the longest job first. The commands (`make build`) are part of it:
-# built once, without the race detector, into bin/, where the demo runs them and the tests take
-# them. The real-node tier's parts come last, so they take the cores only when netfleet's own jobs
-# leave one free (node/kubernetes waits for control-plane/kube in any case).
-DEMO_SETUP := control-plane/kube control-plane/etcd build
-TEST_SETUP := control-plane/kube tool/golangci-lint tool/controller-gen control-plane/etcd tool/helm tool/gotestsum \
-	verify build node/kubernetes node/containerd node/cni node/pause
+node/kubernetes: | $(call AFTER,test-assets)
+	TIMING_GROUP=node nice -n 19 $(TOOLCHAIN) build kubelet kube-proxy kube-scheduler kube-controller-manager
+node/containerd node/cni node/pause: node/packages
+	nice -n 19 hack/install-node.sh $(@F)
 
 .PHONY: setup
 setup: deps ## deps, then every tool, the control plane and the node parts, SETUP_JOBS at a time.
-	$(MAKE) --no-print-directory -j$(SETUP_JOBS) $(addprefix tool/,$(TOOLS)) control-plane/kube control-plane/etcd $(NODE_PARTS)
+	$(MAKE) --no-print-directory -j$(SETUP_JOBS) tools test-assets tool/helm tool/benchstat $(NODE_PARTS)
+
+# What each entry point needs.
+DEMO_SETUP := test-assets build/static build/cgo
+TEST_SETUP := tools test-assets tool/helm verify build/static build/cgo $(NODE_PARTS)
 
 .PHONY: demo-setup
 demo-setup: deps ## What make demo and make dev run: the Debian packages, the control plane and the commands.
 	$(MAKE) --no-print-directory -j$(SETUP_JOBS) $(DEMO_SETUP)
 
 .PHONY: test-setup
-test-setup: deps ## What make test runs before the tests: the tools it uses, the control plane, the node parts, the commands and verify, SETUP_JOBS at a time.
+test-setup: deps ## Everything make test runs before its tests: the tools, the control plane, the node parts, verify and the commands.
 	$(MAKE) --no-print-directory -j$(SETUP_JOBS) $(TEST_SETUP)
 
 ##@ Code generation
 
 .PHONY: generate
-generate: dashboards tool/controller-gen ## Generate deepcopy code, the netcode validator's ranges and the Grafana dashboards.
+generate: dashboards tools ## Generate deepcopy code, the netcode validator's ranges and the Grafana dashboards.
 	$(TIMED) verify "generate deepcopy" $(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./api/...
 	$(TIMED) verify "generate netcode bounds" go run ./hack/netcode-bounds -dir api/netcode
 
@@ -115,21 +114,26 @@ dashboards: ## Generate the Grafana dashboards into charts/netfleet/dashboards (
 
 # After generate: both run controller-gen over ./api/..., whose output the other reads.
 .PHONY: manifests
-manifests: tool/controller-gen | generate ## Generate CRDs and RBAC into config/ and the chart.
+manifests: tools | generate ## Generate CRDs and RBAC into config/ and the chart.
 	$(TIMED) verify "generate manifests" $(CONTROLLER_GEN) crd:generateEmbeddedObjectMeta=true rbac:roleName=netfleet-operator paths=./api/... paths=./controllers/... \
 		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
 	hack/sync-chart.sh
 
 .PHONY: verify
-verify: generate manifests tool/golangci-lint ## Regenerate and fail on any diff; gofmt, go vet, golangci-lint.
+verify: generate manifests tools ## Regenerate and fail on any diff; gofmt, go vet, golangci-lint.
 	hack/verify.sh
 
 ##@ Build
 
-# When make runs verify too, after its code generation, which rewrites Go files that build reads.
-.PHONY: build
-build: $(if $(filter verify test-setup,$(MAKECMDGOALS)),| generate manifests) ## Build every command into bin/ (the operator with CGO_ENABLED=0).
-	hack/build.sh
+# When make runs verify too, after its code generation, which rewrites Go files that build reads;
+# the static commands after the control plane, whose Kubernetes packages they share.
+GENERATED_FIRST = $(if $(filter verify,$(MAKECMDGOALS)),generate manifests)
+.PHONY: build build/static build/cgo
+build: build/static build/cgo ## Build every command into bin/: those that link libenet with cgo, the rest (the operator among them) with CGO_ENABLED=0.
+build/static: | $(GENERATED_FIRST) $(call AFTER,test-assets)
+	hack/build.sh static
+build/cgo: | $(GENERATED_FIRST)
+	hack/build.sh cgo
 
 .PHONY: c-client
 c-client: ## Build the C client library (clients/c): build/libnetfleet.so, libnetfleet.a and netfleet.pc with gcc -std=c99 -Wall -Wextra -Werror.
@@ -158,9 +162,20 @@ dev-node: setup images ## The local control plane with a real node (containerd, 
 	$(BIN)/netfleet-dev --node --load $(ROOT)/_out/images/operator.tar --load $(ROOT)/_out/images/gameserver.tar \
 		--kubeconfig-out $(ROOT)/_out/dev-node/kubeconfig --ready-file $(ROOT)/_out/dev-node/ready
 
+# make test runs as one graph of jobs: the set-up, then the race-detector tests, then the fuzz
+# targets beside the real-node tier, which alone waits for the node's parts. (The set-up jobs are
+# goals of the sub-make too, for the order between them; see AFTER.)
 .PHONY: test
-test: test-setup ## Install what is needed, verify, and run every test.
-	hack/test.sh || rc=$$?; $(TIMINGS); exit $${rc:-0}
+test: deps ## Install what is needed, verify, and run every test.
+	$(MAKE) --no-print-directory -j$(SETUP_JOBS) $(TEST_SETUP) test/race test/fuzz test/node || rc=$$?; $(TIMINGS); exit $${rc:-0}
+
+.PHONY: test/race test/fuzz test/node
+test/race: tools test-assets tool/helm verify build
+	hack/test.sh race
+test/fuzz: | test/race
+	hack/test.sh fuzz
+test/node: node-assets | test/race
+	hack/test.sh node
 
 .PHONY: test-only
 test-only: ## Run every test, assuming set-up is done.

@@ -2,29 +2,24 @@
 # Installs what a real node of the local control plane runs (`netfleet-dev --node`, the test/node
 # tier): Debian's runc and iptables, and, built from Go modules because no release binary can be
 # downloaded in every environment netfleet is built in,
-#   bin/node/kubernetes-<v>/  kubelet, kube-proxy, kube-scheduler, kube-controller-manager
-#                             (from k8s.io/kubernetes, as hack/install-test-assets.sh builds
-#                             kube-apiserver)
 #   bin/node/containerd-<v>/  containerd, containerd-shim-runc-v2, ctr
 #   bin/node/cni-<v>/         the CNI plugins bridge, host-local, portmap, loopback
 #   bin/node/pause-<v>/       the Pod sandbox's pause, compiled from the C source that the
 #                             k8s.io/kubernetes module ships (build/pause/linux/pause.c)
-# Every directory is keyed by version and skipped when complete; a build writes into a temporary
+# (The kubelet, kube-proxy, kube-scheduler and kube-controller-manager, in bin/node/kubernetes-<v>/,
+# come from hack/toolchain.sh, with kube-apiserver's packages.) Every directory is keyed by version
+# and skipped when complete; a build writes into a temporary
 # directory and renames it into place, so an interrupted build leaves nothing half-made. With
-# arguments, only the named parts (packages, kubernetes, containerd, cni, pause); the Makefile
+# arguments, only the named parts (packages, containerd, cni, pause); the Makefile
 # builds them as jobs of their own, side by side with the rest of the set-up.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 TIMING_GROUP=node
 
 KUBE_VERSION=${KUBE_VERSION:-v1.37.2}
-STAGING_VERSION=${STAGING_VERSION:-v0.37.2}
 CONTAINERD_VERSION=${CONTAINERD_VERSION:-v2.4.2}
 CNI_PLUGINS_VERSION=${CNI_PLUGINS_VERSION:-v1.10.0}
 PAUSE_VERSION=${PAUSE_VERSION:-3.10.2}
-# As hack/install-test-assets.sh builds kube-apiserver: the same tags, so the packages they share
-# compile once.
-KUBE_BUILD_TAGS=${KUBE_BUILD_TAGS:-notest,grpcnotrace}
 OUT=${NODE_ASSETS_DIR:-$BIN/node}
 WORK=$BIN/.build-node
 
@@ -35,9 +30,9 @@ die() { printf '[node] ERROR: %s\n' "$*" >&2; exit 1; }
 
 command -v go >/dev/null || die "go is not on PATH"
 mkdir -p "$OUT" "$WORK"
-parts=" ${*:-packages kubernetes containerd cni pause} "
+parts=" ${*:-packages containerd cni pause} "
 for part in $parts; do
-	case $part in packages | kubernetes | containerd | cni | pause) ;; *) die "unknown part $part" ;; esac
+	case $part in packages | containerd | cni | pause) ;; *) die "unknown part $part" ;; esac
 done
 want() { [[ $parts == *" $1 "* ]]; }
 
@@ -78,39 +73,11 @@ build_module() {
 	rm -rf "$dir" && mkdir -p "$dir/out"
 	printf '%s\n' "$gomod" >"$dir/go.mod"
 	# -mod=mod lets go build complete go.mod and go.sum for the packages it is asked for.
-	(cd "$dir" && timed "$step" env CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -tags "$tags" -ldflags "-s -w $ldflags" -o out/ "$@") ||
+	(cd "$dir" && timed "$step" env CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -tags "$tags" -gcflags=all=-dwarf=false -ldflags "-s -w $ldflags" -o out/ "$@") ||
 		die "go build failed for $*"
 	rm -rf "$target.tmp" && mv "$dir/out" "$target.tmp" && rm -rf "$target" && mv "$target.tmp" "$target"
 	rm -rf "$dir"
 }
-
-# Kubernetes' node and scheduling parts, from the k8s.io/kubernetes module with its staging
-# modules replaced by the published ones of the same minor version (read from its go.mod).
-K8S=$OUT/kubernetes-$KUBE_VERSION
-if ! want kubernetes; then
-	:
-elif complete "$K8S" kubelet kube-proxy kube-scheduler kube-controller-manager; then
-	log "kubelet, kube-proxy, kube-scheduler and kube-controller-manager present in $K8S; skipping"
-	timing_cached kubelet,kube-proxy,scheduler,controller-manager
-else
-	log "resolving k8s.io/kubernetes $KUBE_VERSION staging modules"
-	modfile=$(cd "$WORK" && GOFLAGS=-mod=mod go mod download -json "k8s.io/kubernetes@$KUBE_VERSION" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')
-	[ -f "$modfile" ] || die "could not download the go.mod of k8s.io/kubernetes@$KUBE_VERSION"
-	replaces=$(grep -E '^\s*k8s.io/[a-z0-9-]+ => ./staging/src/' "$modfile" | awk -v v="$STAGING_VERSION" '{print "replace " $1 " => " $1 " " v}')
-	n=$(printf '%s\n' "$replaces" | grep -c replace || true)
-	[ "$n" -gt 20 ] || die "expected the staging replace list in $modfile, found $n entries"
-	log "building kubelet, kube-proxy, kube-scheduler, kube-controller-manager $KUBE_VERSION into $K8S (the first build takes several minutes)"
-	build_module kubelet,kube-proxy,scheduler,controller-manager "$K8S" "$WORK/kubernetes" "module netfleet.local/kubernetes
-
-go 1.26
-
-require k8s.io/kubernetes $KUBE_VERSION
-
-$replaces" "-X k8s.io/component-base/version.gitVersion=$KUBE_VERSION" "$KUBE_BUILD_TAGS" \
-		k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-proxy \
-		k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kube-controller-manager
-	log "built: $("$K8S/kubelet" --version)"
-fi
 
 # containerd with its runc shim and its client, ctr (which loads image archives). Without cgo:
 # the btrfs snapshotter, the one part that needs it, is left out (overlayfs is used).

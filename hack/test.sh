@@ -1,18 +1,21 @@
 #!/usr/bin/env bash
-# Runs every test, then every fuzz target briefly. Needs `make test-setup` first (`make test` does
-# all of it): the tools, the control plane, the node parts and the commands in bin/ (`make build`),
-# which the tests that run commands take from there instead of building their own
-# (internal/testbin).
+# Runs every test, then every fuzz target briefly, in three phases that `make test` runs as jobs of
+# its graph (with no argument, all three in turn):
+#   race  every package but the real-node tier with the race detector on, then the congestion lab
+#   fuzz  every fuzz target for FUZZTIME
+#   node  the real-node tier (test/node), on the node `make node-assets` builds; make runs it
+#         beside fuzz, so its time is a line of its own in the table of timings
+# Needs the set-up first (`make test` does all of it): the tools, the control plane, the node
+# parts and the commands in bin/ (`make build`), which the tests that run commands take from there
+# instead of building their own (internal/testbin).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 TIMING_GROUP=test
 log() { printf '[test] %s\n' "$*"; }
 
 mkdir -p _out
-# bin/ holds the commands of this tree: build.sh relinks only what changed, and is quick when
-# nothing did (make test has just run it).
-"$ROOT/hack/build.sh"
 export NETFLEET_PREBUILT_BIN=$BIN
+gotestsum=("$BIN/gotestsum" --format "${GOTESTSUM_FORMAT:-pkgname-and-test-fails}")
 
 # The congestion-response scenario judges what real clients observed second by second; it runs
 # on its own afterwards, without the race detector, so other packages' tests do not starve its
@@ -22,33 +25,54 @@ timed=github.com/netfleet/netfleet/internal/congestionlab
 # The end-to-end package goes first: most of its time is spent waiting on the scenarios it runs,
 # which the other packages' tests fill.
 e2e=github.com/netfleet/netfleet/test/e2e
-# The real-node tier (test/node, on the node `make node-assets` builds) runs on its own, alongside
-# the fuzz targets, so its time is a line of its own in the table of timings.
 nodetier=github.com/netfleet/netfleet/test/node
-mapfile -t pkgs < <(echo "$e2e"; go list ./... | grep -vx -e "$timed" -e "$e2e" -e "$nodetier")
 
-# Three packages at a time on two cores: many tests spend much of their time waiting on
-# processes, control planes and real-time tick loops, so one package per core leaves a core idle
-# about a third of the time.
-log "go test (race detector on), every package but $timed and $nodetier, ${TEST_PACKAGES_AT_ONCE:-3} packages at a time"
-timed "go test -race (every package but two)" "$BIN/gotestsum" --format "${GOTESTSUM_FORMAT:-pkgname-and-test-fails}" \
-	--junitfile _out/junit.xml -- -race -count=1 -p "${TEST_PACKAGES_AT_ONCE:-3}" -timeout "${TEST_TIMEOUT:-20m}" "${pkgs[@]}"
+race() {
+	local pkgs
+	mapfile -t pkgs < <(echo "$e2e"; go list ./... | grep -vx -e "$timed" -e "$e2e" -e "$nodetier")
+	# Three packages at a time on two cores: many tests spend much of their time waiting on
+	# processes, control planes and real-time tick loops, so one package per core leaves a core
+	# idle about a third of the time.
+	log "go test (race detector on), every package but $timed and $nodetier, ${TEST_PACKAGES_AT_ONCE:-3} packages at a time"
+	timed "go test -race (every package but two)" "${gotestsum[@]}" --junitfile _out/junit.xml -- \
+		-race -count=1 -p "${TEST_PACKAGES_AT_ONCE:-3}" -timeout "${TEST_TIMEOUT:-20m}" "${pkgs[@]}"
+	log "go test $timed (alone)"
+	timed "go test congestionlab (alone)" "${gotestsum[@]}" --junitfile _out/junit-congestion.xml -- \
+		-count=1 -timeout 5m "$timed"
+}
 
-log "go test $timed (alone)"
-timed "go test congestionlab (alone)" "$BIN/gotestsum" --format "${GOTESTSUM_FORMAT:-pkgname-and-test-fails}" \
-	--junitfile _out/junit-congestion.xml -- -count=1 -timeout 5m "$timed"
+fuzz() {
+	log "fuzz targets, ${FUZZTIME:-3s} each"
+	TIMING_GROUP=fuzz FUZZTIME=${FUZZTIME:-3s} timed "fuzz targets" "$ROOT/hack/fuzz.sh"
+}
 
-log "go test $nodetier (race detector on), alongside the fuzz targets"
-TIMING_GROUP=node timed "go test -race test/node" "$BIN/gotestsum" --format "${GOTESTSUM_FORMAT:-pkgname-and-test-fails}" \
-	--junitfile _out/junit-node.xml -- -race -count=1 -timeout "${TEST_TIMEOUT:-20m}" "$nodetier" &
-node_pid=$!
+node() {
+	log "go test $nodetier (race detector on)"
+	TIMING_GROUP=node timed "go test -race test/node" "${gotestsum[@]}" --junitfile _out/junit-node.xml -- \
+		-race -count=1 -timeout "${TEST_TIMEOUT:-20m}" "$nodetier"
+}
 
-log "fuzz targets, ${FUZZTIME:-3s} each"
-fuzz_rc=0
-TIMING_GROUP=fuzz FUZZTIME=${FUZZTIME:-3s} timed "fuzz targets" "$ROOT/hack/fuzz.sh" || fuzz_rc=$?
-node_rc=0
-wait "$node_pid" || node_rc=$?
-[ "$node_rc" -eq 0 ] || log "FAILED: go test $nodetier"
-[ "$fuzz_rc" -eq 0 ] || log "FAILED: fuzz targets"
-[ "$node_rc" -eq 0 ] && [ "$fuzz_rc" -eq 0 ] || exit 1
-log "all tests passed"
+case ${1:-all} in
+race) race ;;
+fuzz) fuzz ;;
+node) node ;;
+all)
+	# bin/ holds the commands of this tree: build.sh relinks only what changed.
+	"$ROOT/hack/build.sh"
+	race
+	node &
+	node_pid=$!
+	fuzz_rc=0
+	fuzz || fuzz_rc=$?
+	node_rc=0
+	wait "$node_pid" || node_rc=$?
+	[ "$node_rc" -eq 0 ] || log "FAILED: go test $nodetier"
+	[ "$fuzz_rc" -eq 0 ] || log "FAILED: fuzz targets"
+	[ "$node_rc" -eq 0 ] && [ "$fuzz_rc" -eq 0 ] || exit 1
+	log "all tests passed"
+	;;
+*)
+	log "unknown phase $1: want race, fuzz or node"
+	exit 2
+	;;
+esac

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Fails when generated code is stale (run after `make generate manifests`), when a Go file is not
-# gofmt-formatted, or when go vet or golangci-lint report anything.
+# Fails when generated code is stale (run after `make generate manifests`), when hack/toolchain.mod
+# is stale (hack/toolchain.sh sync), when a Go file is not gofmt-formatted, or when go vet or
+# golangci-lint report anything.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 TIMING_GROUP=verify
@@ -30,6 +31,8 @@ formatted() {
 
 log "checking generated files match what is committed"
 timed "generated files committed" generated
+log "hack/toolchain.mod in step with go.mod"
+timed "toolchain.mod in step" "$ROOT/hack/toolchain.sh" check
 log "gofmt"
 timed gofmt formatted
 log "go vet"
