@@ -22,6 +22,11 @@ STAGING_VERSION=v0.${KUBE_VERSION#v1.}
 # without these flags gives binaries to debug.
 GO_BUILD_TAGS=notest,grpcnotrace
 GO_BUILD_FLAGS=(-trimpath -tags "$GO_BUILD_TAGS" -gcflags=all=-dwarf=false)
+# How make test compiles netfleet's packages and their dependencies for go vet, golangci-lint (its
+# export data; see hack/verify.sh) and the race-detector tests alike, so that all three use one
+# build of them: with the race detector, without debug information. (Test binaries are linked
+# with -w too.) A failing test is rerun with plain `go test -race`.
+RACE_FLAGS=(-race -gcflags=all=-dwarf=false)
 
 # --- step timing ---------------------------------------------------------------------------------
 # Every set-up script runs its steps through `timed`, which prints how long each took. When

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test, then every fuzz target briefly, in three phases that `make test` runs as jobs of
 # its graph (with no argument, all three in turn):
-#   race  every package but the real-node tier with the race detector on, then the congestion lab
+#   race  every package but the real-node tier with the race detector on (hack/lib.sh RACE_FLAGS,
+#         the build go vet made), then the congestion lab
 #   fuzz  every fuzz target for FUZZTIME
 #   node  the real-node tier (test/node), on the node `make node-assets` builds; make runs it
 #         beside fuzz, so its time is a line of its own in the table of timings
@@ -35,7 +36,7 @@ race() {
 	# idle about a third of the time.
 	log "go test (race detector on), every package but $timed and $nodetier, ${TEST_PACKAGES_AT_ONCE:-3} packages at a time"
 	timed "go test -race (every package but two)" "${gotestsum[@]}" --junitfile _out/junit.xml -- \
-		-race -count=1 -p "${TEST_PACKAGES_AT_ONCE:-3}" -timeout "${TEST_TIMEOUT:-20m}" "${pkgs[@]}"
+		"${RACE_FLAGS[@]}" -ldflags=-w -count=1 -p "${TEST_PACKAGES_AT_ONCE:-3}" -timeout "${TEST_TIMEOUT:-20m}" "${pkgs[@]}"
 	log "go test $timed (alone)"
 	timed "go test congestionlab (alone)" "${gotestsum[@]}" --junitfile _out/junit-congestion.xml -- \
 		-count=1 -timeout 5m "$timed"
@@ -49,7 +50,7 @@ fuzz() {
 node() {
 	log "go test $nodetier (race detector on)"
 	TIMING_GROUP=node timed "go test -race test/node" "${gotestsum[@]}" --junitfile _out/junit-node.xml -- \
-		-race -count=1 -timeout "${TEST_TIMEOUT:-20m}" "$nodetier"
+		"${RACE_FLAGS[@]}" -ldflags=-w -count=1 -timeout "${TEST_TIMEOUT:-20m}" "$nodetier"
 }
 
 case ${1:-all} in

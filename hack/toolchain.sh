@@ -59,12 +59,13 @@ PROGRAMS=(
 # module graph, they cannot take them from the main module's version). golangci-lint's are in its
 # package main; no other program of the toolchain has a main.version or main.date.
 ldflags() {
-	local lint
-	lint=$(go list -modfile="$MODFILE" -m -f '{{.Version}} {{.Time}}' github.com/golangci/golangci-lint/v2)
+	local lint date
+	lint=$(module_version github.com/golangci/golangci-lint/v2)
+	date=$(go list -modfile="$MODFILE" -m -f '{{.Time.UTC.Format "2006-01-02T15:04:05Z"}}' github.com/golangci/golangci-lint/v2)
 	printf '%s ' "-X k8s.io/component-base/version.gitVersion=$KUBE_VERSION" \
 		"-X helm.sh/helm/v3/internal/version.version=$(module_version helm.sh/helm/v3)" \
 		"-X sigs.k8s.io/controller-tools/pkg/version.version=$(module_version sigs.k8s.io/controller-tools)" \
-		"-X main.version=${lint#v}" "-X main.date=${lint#* }"
+		"-X main.version=${lint#v}" "-X main.date=$date"
 }
 
 module_version() {

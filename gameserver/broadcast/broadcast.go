@@ -714,8 +714,10 @@ func (b *Broadcaster) tick(start time.Time) {
 		}
 	}
 	b.policy.Step(now.Tick, int(b.cfg.TickRateHz), b.sessions, b.states)
-	b.host.Flush()
+	// Counted before the flush: a client that has this tick's snapshot must find the tick run
+	// (readiness, the tick count in /v1/peers).
 	b.ticks.Add(1)
+	b.host.Flush()
 }
 
 // handInput hands one COMMAND of the session being drained to the game.
