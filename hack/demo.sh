@@ -155,7 +155,7 @@ fi
 # --- build ---------------------------------------------------------------------------------------
 step "building the commands into bin/"
 hack/build.sh | indent
-CGO_ENABLED=0 go build "${GO_BUILD_FLAGS[@]}" -o bin/demo-report ./hack/demo-report
+go build "${GO_BUILD_FLAGS[@]}" -o bin/demo-report ./hack/demo-report
 info "bin/demo-report"
 
 # --- control plane --------------------------------------------------------------------------------
