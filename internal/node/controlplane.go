@@ -144,5 +144,9 @@ func (n *Node) startControllerManager() (*process, error) {
 		"--service-account-private-key-file="+filepath.Join(l.pki, "sa.key"),
 		"--cluster-cidr="+n.plan.podCIDR.String(), "--allocate-node-cidrs=false",
 		"--service-cluster-ip-range="+n.plan.serviceCIDR.String(),
+		// The kubelet's volume plugin directory, in the state directory: left at its default, the
+		// controller manager (which runs on the machine, not in the node's mount namespace)
+		// creates /usr/libexec/kubernetes on the machine.
+		"--flex-volume-plugin-dir="+l.kubeletVolumePlugins,
 		"--controllers=*,-certificatesigningrequest-signing-controller,-certificatesigningrequest-approving-controller,-node-ipam-controller")
 }

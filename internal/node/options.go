@@ -9,7 +9,8 @@ import (
 	"strings"
 )
 
-// Versions of the node parts `make node-assets` (hack/install-node.sh) builds into bin/node/.
+// Versions of the node parts `make node-assets` builds into bin/node/ (hack/install-node.sh and,
+// for the Kubernetes parts, hack/toolchain.sh).
 const (
 	KubeVersion       = "v1.37.2"
 	ContainerdVersion = "v2.4.2"
