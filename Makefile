@@ -91,7 +91,7 @@ setup: deps ## deps, then every tool, the control plane and the node parts, SETU
 
 # What each entry point needs.
 DEMO_SETUP := test-assets build/static build/cgo
-TEST_SETUP := tools test-assets tool/helm verify build/static build/cgo $(NODE_PARTS)
+TEST_SETUP := tools test-assets tool/helm verify/check verify/lint build/static build/cgo $(NODE_PARTS)
 
 .PHONY: demo-setup
 demo-setup: deps ## What make demo and make dev run: the Debian packages, the control plane and the commands.
@@ -106,11 +106,11 @@ test-setup: deps ## Everything make test runs before its tests: the tools, the c
 .PHONY: generate
 generate: dashboards tools ## Generate deepcopy code, the netcode validator's ranges and the Grafana dashboards.
 	$(TIMED) verify "generate deepcopy" $(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./api/...
-	$(TIMED) verify "generate netcode bounds" go run ./hack/netcode-bounds -dir api/netcode
+	$(TIMED) verify "generate netcode bounds" hack/go-race run ./hack/netcode-bounds -dir api/netcode
 
 .PHONY: dashboards
 dashboards: ## Generate the Grafana dashboards into charts/netfleet/dashboards (hack/dashboards).
-	$(TIMED) verify "generate dashboards" go run ./hack/dashboards -out charts/netfleet/dashboards
+	$(TIMED) verify "generate dashboards" hack/go-race run ./hack/dashboards -out charts/netfleet/dashboards
 
 # After generate: both run controller-gen over ./api/..., whose output the other reads.
 .PHONY: manifests
@@ -119,15 +119,19 @@ manifests: tools | generate ## Generate CRDs and RBAC into config/ and the chart
 		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
 	hack/sync-chart.sh
 
-.PHONY: verify
-verify: generate manifests tools ## Regenerate and fail on any diff; gofmt, go vet, golangci-lint.
-	hack/verify.sh
+.PHONY: verify verify/check verify/lint
+verify: verify/check verify/lint ## Regenerate and fail on any diff; check hack/toolchain.mod; gofmt, go vet, golangci-lint.
+verify/check: generate manifests tools
+	hack/verify.sh check
+# In make test, beside the race-detector tests, below their CPU priority (see test/race).
+verify/lint: tools | verify/check
+	$(if $(filter test/race,$(MAKECMDGOALS)),nice -n 10) hack/verify.sh lint
 
 ##@ Build
 
 # When make runs verify too, after its code generation, which rewrites Go files that build reads;
 # the static commands after the control plane, whose Kubernetes packages they share.
-GENERATED_FIRST = $(if $(filter verify,$(MAKECMDGOALS)),generate manifests)
+GENERATED_FIRST = $(if $(filter verify verify/check,$(MAKECMDGOALS)),generate manifests)
 .PHONY: build build/static build/cgo
 build: build/static build/cgo ## Build every command into bin/: those that link libenet with cgo, the rest (the operator among them) with CGO_ENABLED=0.
 build/static: | $(GENERATED_FIRST) $(call AFTER,test-assets)
@@ -163,14 +167,17 @@ dev-node: setup images ## The local control plane with a real node (containerd, 
 		--kubeconfig-out $(ROOT)/_out/dev-node/kubeconfig --ready-file $(ROOT)/_out/dev-node/ready
 
 # make test runs as one graph of jobs: the set-up, then the race-detector tests, then the fuzz
-# targets beside the real-node tier, which alone waits for the node's parts. (The set-up jobs are
-# goals of the sub-make too, for the order between them; see AFTER.)
+# targets beside the real-node tier, which alone waits for the node's parts. golangci-lint runs
+# beside the race-detector tests, at a lower CPU priority, in the share of the cores they leave
+# idle (they spend much of their time waiting on processes and real-time loops); make test fails
+# if it does. (The set-up jobs are goals of the sub-make too, for the order between them; see
+# AFTER.)
 .PHONY: test
 test: deps ## Install what is needed, verify, and run every test.
 	$(MAKE) --no-print-directory -j$(SETUP_JOBS) $(TEST_SETUP) test/race test/fuzz test/node || rc=$$?; $(TIMINGS); exit $${rc:-0}
 
 .PHONY: test/race test/fuzz test/node
-test/race: tools test-assets tool/helm verify build
+test/race: tools test-assets tool/helm verify/check build
 	hack/test.sh race
 test/fuzz: | test/race
 	hack/test.sh fuzz

@@ -34,12 +34,20 @@ race() {
 	# Three packages at a time on two cores: many tests spend much of their time waiting on
 	# processes, control planes and real-time tick loops, so one package per core leaves a core
 	# idle about a third of the time.
+	# Meanwhile, at a CPU priority below the tests' (and above the real node's builds), the fuzz
+	# targets' instrumented build: on a fresh machine it takes minutes of CPU, which the tests'
+	# idle share covers. It is done before the congestion lab runs.
+	TIMING_GROUP=fuzz timed "fuzz targets' build (beside the tests, nice 10)" nice -n 10 "$ROOT/hack/fuzz.sh" build &
+	local fuzz_build=$! rc=0
 	log "go test (race detector on), every package but $timed and $nodetier, ${TEST_PACKAGES_AT_ONCE:-3} packages at a time"
 	timed "go test -race (every package but two)" "${gotestsum[@]}" --junitfile _out/junit.xml -- \
-		"${RACE_FLAGS[@]}" -ldflags=-w -count=1 -p "${TEST_PACKAGES_AT_ONCE:-3}" -timeout "${TEST_TIMEOUT:-20m}" "${pkgs[@]}"
+		"${RACE_FLAGS[@]}" -ldflags=-w -count=1 -p "${TEST_PACKAGES_AT_ONCE:-3}" -timeout "${TEST_TIMEOUT:-20m}" "${pkgs[@]}" || rc=$?
+	wait "$fuzz_build" || log "the fuzz targets' build failed; the fuzz phase will say why"
+	[ "$rc" -eq 0 ] || return "$rc"
 	log "go test $timed (alone)"
+	# Built as the cgo commands are (hack/lib.sh GO_BUILD_FLAGS), whose packages it runs.
 	timed "go test congestionlab (alone)" "${gotestsum[@]}" --junitfile _out/junit-congestion.xml -- \
-		-count=1 -timeout 5m "$timed"
+		"${GO_BUILD_FLAGS[@]}" -count=1 -timeout 5m "$timed"
 }
 
 fuzz() {

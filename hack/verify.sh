@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Fails when generated code is stale (run after `make generate manifests`), when hack/toolchain.mod
 # is stale (hack/toolchain.sh sync), when a Go file is not gofmt-formatted, or when go vet or
-# golangci-lint report anything.
+# golangci-lint report anything. In two parts, which make test runs as jobs of their own (with no
+# argument, both):
+#   check  the generated files, hack/toolchain.mod, gofmt and go vet
+#   lint   golangci-lint, after check (it reads the packages go vet compiles)
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 TIMING_GROUP=verify
@@ -29,21 +32,39 @@ formatted() {
 	fi
 }
 
-log "checking generated files match what is committed"
-timed "generated files committed" generated
-log "hack/toolchain.mod in step with go.mod"
-timed "toolchain.mod in step" "$ROOT/hack/toolchain.sh" check
-log "gofmt"
-timed gofmt formatted
-log "go vet"
-# With the race detector's build, which is what the tests compile (hack/lib.sh RACE_FLAGS): the
-# packages vet compiles for its type information are then the ones go test -race reuses, rather
-# than a second, plain build of every package (no netfleet file depends on the race build tag, so
-# vet sees the same files).
-timed "go vet -race" go vet "${RACE_FLAGS[@]}" ./...
-log "golangci-lint"
-# golangci-lint type-checks netfleet's packages against their dependencies' export data, which it
-# has go list compile: with RACE_FLAGS in GOFLAGS those are the packages go vet has just compiled
-# (without, a third build of every dependency: about 5 minutes of CPU on a fresh machine).
-timed golangci-lint env GOFLAGS="${RACE_FLAGS[*]}" "$BIN/golangci-lint" run ./...
-log "ok"
+check() {
+	log "checking generated files match what is committed"
+	timed "generated files committed" generated
+	log "hack/toolchain.mod in step with go.mod"
+	timed "toolchain.mod in step" "$ROOT/hack/toolchain.sh" check
+	log "gofmt"
+	timed gofmt formatted
+	log "go vet"
+	# With the race detector's build, which is what the tests compile (hack/lib.sh RACE_FLAGS): the
+	# packages vet compiles for its type information are then the ones go test -race reuses,
+	# rather than a second, plain build of every package (no netfleet file depends on the race
+	# build tag, so vet sees the same files).
+	timed "go vet -race" go vet "${RACE_FLAGS[@]}" ./...
+}
+
+lint() {
+	log "golangci-lint"
+	# golangci-lint type-checks netfleet's packages against their dependencies' export data, which
+	# it has go list compile: with RACE_FLAGS in GOFLAGS those are the packages go vet compiled
+	# (without, a third build of every dependency: about 5 minutes of CPU on a fresh machine).
+	timed golangci-lint env GOFLAGS="${RACE_FLAGS[*]}" "$BIN/golangci-lint" run ./...
+}
+
+case ${1:-all} in
+check) check ;;
+lint) lint ;;
+all)
+	check
+	lint
+	;;
+*)
+	log "unknown part $1: want check or lint"
+	exit 2
+	;;
+esac
+log "ok${1:+ ($1)}"
