@@ -43,9 +43,11 @@ all: build
 # module graph shared with netfleet's own commands (hack/toolchain.sh, hack/toolchain.mod), so a
 # package they have in common compiles once; the jobs that share packages run one after another
 # (the tools, then the control plane, then helm, the static commands and the kubelet), the rest
-# beside them. The real node's parts (node/...) run at the lowest CPU priority: they take the
-# cores only when netfleet's own jobs and tests leave them idle, and only the real-node tier waits
-# for them. Each step's time goes into the run's table.
+# beside them. In make test the real node's parts (node/...) are built once netfleet's own tests
+# are done, for the real-node tier alone: on a 2-core machine netfleet's jobs keep both cores busy
+# until then, and node builds beside them, even at the lowest CPU priority, took a fifth of the
+# cores (in the gaps of the tests' waits and links) and lengthened the run by as much. Each step's
+# time goes into the run's table.
 SETUP_JOBS ?= 6
 TOOLCHAIN := hack/toolchain.sh
 # `$(call AFTER,<job>)`: an order-only prerequisite on <job> when it is a goal of this run of make
@@ -71,8 +73,9 @@ tool/benchstat:
 test-assets: | $(call AFTER,tools) ## Build kube-apiserver, kubectl and etcd into bin/k8s/<version> (skipped when present).
 	TIMING_GROUP=control-plane $(TOOLCHAIN) build kube-apiserver kubectl etcd
 
-# At the lowest CPU priority (see above); the kubelet and its peers after the control plane, whose
-# packages they share. pause is compiled statically, with the libc6-dev that node/packages installs.
+# The kubelet and its peers after the control plane, whose packages they share; all of them after
+# netfleet's tests when make runs those too (see above). pause is compiled statically, with the
+# libc6-dev that node/packages installs.
 NODE_PARTS := node/kubernetes node/containerd node/cni node/pause
 .PHONY: node-assets
 node-assets: $(NODE_PARTS) ## Install runc and iptables; build kubelet, kube-proxy, the scheduler, the controller manager, containerd, the CNI plugins and pause into bin/node/ (skipped when present).
@@ -80,10 +83,10 @@ node-assets: $(NODE_PARTS) ## Install runc and iptables; build kubelet, kube-pro
 .PHONY: node/packages $(NODE_PARTS)
 node/packages:
 	hack/install-node.sh packages
-node/kubernetes: | $(call AFTER,test-assets)
-	TIMING_GROUP=node nice -n 19 $(TOOLCHAIN) build kubelet kube-proxy kube-scheduler kube-controller-manager
-node/containerd node/cni node/pause: node/packages
-	nice -n 19 hack/install-node.sh $(@F)
+node/kubernetes: | $(call AFTER,test-assets test/fuzz)
+	TIMING_GROUP=node $(TOOLCHAIN) build kubelet kube-proxy kube-scheduler kube-controller-manager
+node/containerd node/cni node/pause: node/packages | $(call AFTER,test/fuzz)
+	hack/install-node.sh $(@F)
 
 .PHONY: setup
 setup: deps ## deps, then every tool, the control plane and the node parts, SETUP_JOBS at a time.
