@@ -126,7 +126,7 @@ manifests: tools | generate ## Generate CRDs and RBAC into config/ and the chart
 verify: verify/check verify/lint ## Regenerate and fail on any diff; check hack/toolchain.mod; gofmt, go vet, golangci-lint.
 verify/check: generate manifests tools
 	hack/verify.sh check
-# In make test, beside the race-detector tests, below their CPU priority (see test/race).
+# In make test, beside the race-detector tests, below their CPU priority (see test).
 verify/lint: tools | verify/check
 	$(if $(filter test/race,$(MAKECMDGOALS)),nice -n 10) hack/verify.sh lint
 
