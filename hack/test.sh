@@ -4,8 +4,9 @@
 #   race  every package but the real-node tier with the race detector on (hack/lib.sh RACE_FLAGS,
 #         the build go vet made), then the congestion lab
 #   fuzz  every fuzz target for FUZZTIME
-#   node  the real-node tier (test/node), on the node `make node-assets` builds; make runs it
-#         beside fuzz, so its time is a line of its own in the table of timings
+#   node  the real-node tier (test/node), on the node `make node-assets` builds; make builds the
+#         node's parts after the fuzz targets and runs this last, so its builds and tests are a
+#         line of their own in the table of timings
 # Needs the set-up first (`make test` does all of it): the tools, the control plane, the node
 # parts and the commands in bin/ (`make build`), which the tests that run commands take from there
 # instead of building their own (internal/testbin).
@@ -34,9 +35,9 @@ race() {
 	# Three packages at a time on two cores: many tests spend much of their time waiting on
 	# processes, control planes and real-time tick loops, so one package per core leaves a core
 	# idle about a third of the time.
-	# Meanwhile, at a CPU priority below the tests' (and above the real node's builds), the fuzz
-	# targets' instrumented build: on a fresh machine it takes minutes of CPU, which the tests'
-	# idle share covers. It is done before the congestion lab runs.
+	# Meanwhile, at a CPU priority below the tests', the fuzz targets' instrumented build: on a
+	# fresh machine it takes minutes of CPU, part of which the tests' idle share covers. It is done
+	# before the congestion lab runs.
 	TIMING_GROUP=fuzz timed "fuzz targets' build (beside the tests, nice 10)" nice -n 10 "$ROOT/hack/fuzz.sh" build &
 	local fuzz_build=$! rc=0
 	log "go test (race detector on), every package but $timed and $nodetier, ${TEST_PACKAGES_AT_ONCE:-3} packages at a time"
