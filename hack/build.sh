@@ -21,7 +21,7 @@ kinds=" ${*:-static cgo} "
 static=() cgo=()
 while read -r pkg kind; do
 	if [ "$kind" = cgo ]; then cgo+=("$pkg"); else static+=("$pkg"); fi
-done < <(go list -f '{{if eq .Name "main"}}{{.ImportPath}} {{range .Deps}}{{if eq . "github.com/netfleet/netfleet/gameserver/enet"}}cgo{{end}}{{end}}{{end}}' ./cmd/... ./examples/...)
+done < <(netfleet_commands)
 [[ " ${static[*]##*/} " == *" operator "* ]] || die "cmd/operator would link libenet: it must build with CGO_ENABLED=0"
 
 mkdir -p "$BIN"

@@ -28,6 +28,13 @@ GO_BUILD_FLAGS=(-trimpath -tags "$GO_BUILD_TAGS" -gcflags=all=-dwarf=false)
 # with -w too.) A failing test is rerun with plain `go test -race`.
 RACE_FLAGS=(-race -gcflags=all=-dwarf=false)
 
+# netfleet_commands: every command's package, under cmd/ and examples/*/cmd/, one per line as
+# "<import path> <kind>": cgo for those that link libenet (through gameserver/enet), else static.
+netfleet_commands() {
+	go list -f '{{if eq .Name "main"}}{{.ImportPath}} {{range .Deps}}{{if eq . "github.com/netfleet/netfleet/gameserver/enet"}}cgo{{end}}{{end}}{{end}}' ./cmd/... ./examples/... |
+		awk 'NF { print $1, ($2 == "cgo" ? "cgo" : "static") }'
+}
+
 # --- step timing ---------------------------------------------------------------------------------
 # Every set-up script runs its steps through `timed`, which prints how long each took. When
 # NETFLEET_TIMINGS names a file (the Makefile gives each `make` run one), it also appends a line

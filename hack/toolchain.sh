@@ -72,18 +72,13 @@ module_version() {
 	go list -modfile="$MODFILE" -m -f '{{.Version}}' "$1"
 }
 
-# netfleet's commands, whose modules must resolve alike under go.mod and hack/toolchain.mod.
-commands() {
-	go list -f '{{if eq .Name "main"}}{{.ImportPath}}{{end}}' ./cmd/... ./examples/...
-}
-
-# disagreements [modfile]: "path@version" (the toolchain's version) for every module that
-# netfleet's commands link at another version under go.mod than under the toolchain's modfile.
+# disagreements: "path@version" (the toolchain's version) for every module that netfleet's
+# commands link at another version under go.mod than under hack/toolchain.mod.
 disagreements() {
-	local mod=${1:-$MODFILE} cmds
-	mapfile -t cmds < <(commands)
+	local cmds
+	mapfile -t cmds < <(netfleet_commands | cut -d' ' -f1)
 	join <(go list -tags "$GO_BUILD_TAGS" -deps -f '{{with .Module}}{{.Path}} {{.Version}}{{end}}' "${cmds[@]}" | sort -u) \
-		<(go list -modfile="$mod" -tags "$GO_BUILD_TAGS" -deps -f '{{with .Module}}{{.Path}} {{.Version}}{{end}}' "${cmds[@]}" | sort -u) |
+		<(go list -modfile="$MODFILE" -tags "$GO_BUILD_TAGS" -deps -f '{{with .Module}}{{.Path}} {{.Version}}{{end}}' "${cmds[@]}" | sort -u) |
 		awk '$2 != $3 { print $1 "@" $3 }'
 }
 
