@@ -83,9 +83,9 @@ node-assets: $(NODE_PARTS) ## Install runc and iptables; build kubelet, kube-pro
 .PHONY: node/packages $(NODE_PARTS)
 node/packages:
 	hack/install-node.sh packages
-node/kubernetes: | $(call AFTER,test-assets test/fuzz)
+node/kubernetes: | $(call AFTER,test-assets test/congestion test/fuzz)
 	TIMING_GROUP=node $(TOOLCHAIN) build kubelet kube-proxy kube-scheduler kube-controller-manager
-node/containerd node/cni node/pause: node/packages | $(call AFTER,test/fuzz)
+node/containerd node/cni node/pause: node/packages | $(call AFTER,test/congestion test/fuzz)
 	hack/install-node.sh $(@F)
 
 .PHONY: setup
@@ -169,22 +169,26 @@ dev-node: setup images ## The local control plane with a real node (containerd, 
 	$(BIN)/netfleet-dev --node --load $(ROOT)/_out/images/operator.tar --load $(ROOT)/_out/images/gameserver.tar \
 		--kubeconfig-out $(ROOT)/_out/dev-node/kubeconfig --ready-file $(ROOT)/_out/dev-node/ready
 
-# make test runs as one graph of jobs: the set-up, then the race-detector tests, then the fuzz
-# targets beside the real-node tier, which alone waits for the node's parts. golangci-lint runs
-# beside the race-detector tests, at a lower CPU priority, in the share of the cores they leave
-# idle (they spend much of their time waiting on processes and real-time loops); make test fails
-# if it does. (The set-up jobs are goals of the sub-make too, for the order between them; see
-# AFTER.)
+# make test runs as one graph of jobs: the set-up, then the race-detector tests, then the congestion
+# lab; the fuzz targets from the start, at the lowest CPU priority, in the share of the cores the
+# other jobs leave idle (on a fresh machine their instrumented build, minutes of CPU, runs in the
+# race-detector tests' waits); the real-node tier last, which alone waits for the node's parts.
+# golangci-lint runs beside the race-detector tests, at a lower CPU priority, in the share of the
+# cores they leave idle (they spend much of their time waiting on processes and real-time loops);
+# make test fails if it does. (The set-up jobs are goals of the sub-make too, for the order between
+# them; see AFTER.)
 .PHONY: test
 test: deps ## Install what is needed, verify, and run every test.
-	$(MAKE) --no-print-directory -j$(SETUP_JOBS) $(TEST_SETUP) test/race test/fuzz test/node || rc=$$?; $(TIMINGS); exit $${rc:-0}
+	$(MAKE) --no-print-directory -j$(SETUP_JOBS) $(TEST_SETUP) test/race test/congestion test/fuzz test/node || rc=$$?; $(TIMINGS); exit $${rc:-0}
 
-.PHONY: test/race test/fuzz test/node
+.PHONY: test/race test/congestion test/fuzz test/node
 test/race: tools test-assets tool/helm verify/check build
 	hack/test.sh race
-test/fuzz: | test/race
-	hack/test.sh fuzz
-test/node: node-assets | test/race
+test/congestion: tools build/cgo | test/race
+	hack/test.sh congestion
+test/fuzz:
+	$(if $(filter test/race,$(MAKECMDGOALS)),FUZZ_NICE=19) hack/test.sh fuzz
+test/node: node-assets | test/race test/congestion
 	hack/test.sh node
 
 .PHONY: test-only

@@ -3,14 +3,17 @@
 # 2) targets at a time with one fuzzing worker each. New crashers are written to the package's
 # testdata/fuzz/ and fail the run.
 #
-# `hack/fuzz.sh build` only compiles them: every package with a target and its dependencies, with
-# the fuzzing instrumentation (the standard library's too), one package after another. make test
-# runs it at low CPU priority beside the race-detector tests, which leave a core idle part of the
-# time, so the fuzz targets then start on a warm build cache.
+# Each package with targets is built once, with the fuzzing instrumentation (of its dependencies
+# and the standard library's too), into _out/fuzz/ (FUZZ_BIN), and all its targets run that
+# binary, as go test -fuzz would run it; go test would link it again for every target. A binary
+# that is up to date is not relinked.
+#
+# `hack/fuzz.sh build` only builds the binaries.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
 export FUZZTIME=${FUZZTIME:-3s}
+FUZZ_BIN=${FUZZ_BIN:-$ROOT/_out/fuzz}
 targets=()
 while IFS= read -r file; do
 	dir=$(dirname "$file")
@@ -18,27 +21,36 @@ while IFS= read -r file; do
 		targets+=("$dir $target")
 	done
 done < <(git ls-files '*_test.go' | xargs -r grep -l '^func Fuzz' | sort)
+[ ${#targets[@]} -gt 0 ] || { echo "[fuzz] no fuzz targets found" >&2; exit 1; }
 
-if [ "${1:-}" = build ]; then
-	# The instrumentation does not depend on the target: one per package compiles it.
-	printf '%s\n' "${targets[@]}" | sort -u -k1,1 | while read -r dir target; do
-		go test -c -fuzz "^${target}\$" -o /dev/null "./$dir"
-	done
-	exit 0
-fi
+# binary <dir>: where the package in <dir> is built.
+binary() { echo "$FUZZ_BIN/${1//\//_}.test"; }
 
-# Each line is "dir target"; a failing target prints its output and how to rerun it.
+# The instrumentation does not depend on the target: one build per package, one after another
+# (each go test -c builds with every core).
+mkdir -p "$FUZZ_BIN"
+printf '%s\n' "${targets[@]}" | sort -u -k1,1 | while read -r dir target; do
+	go test -c -fuzz "^${target}\$" -o "$(binary "$dir")" "./$dir"
+done
+[ "${1:-}" != build ] || exit 0
+
+# Each line is "dir target"; a failing target prints its output and how to rerun it. The binary
+# runs in its package's directory, where it reads and writes testdata/fuzz/, with the fuzzing
+# cache go test gives it (its build cache's fuzz/<import path>).
 #
 # Go 1.26's fuzzing coordinator can fail a target with a bare "context deadline exceeded" when
 # -fuzztime ends while a worker is busy (go.dev/issue/75804, fixed in Go 1.27): no input failed
 # and no crasher is written. Such a run is repeated once; a crasher or any other failure is not.
 run_one() {
-	local dir=$1 target=$2 out corpus before attempt
+	local dir=$1 target=$2 out corpus before attempt bin cache
 	corpus="$dir/testdata/fuzz/$target"
+	bin=$(binary "$dir")
+	cache="$FUZZ_CACHE/$(go list "./$dir")"
 	for attempt in 1 2; do
 		printf '[fuzz] %s %s (%s)\n' "$dir" "$target" "$FUZZTIME"
 		before=$(ls "$corpus" 2>/dev/null | wc -l)
-		if out=$(go test -run '^$' -fuzz "^${target}\$" -fuzztime "$FUZZTIME" -parallel 1 "./$dir" 2>&1); then
+		if out=$(cd "$dir" && "$bin" -test.run '^$' -test.fuzz "^${target}\$" -test.fuzztime "$FUZZTIME" \
+			-test.parallel 1 -test.fuzzcachedir "$cache" -test.paniconexit0 -test.timeout 10m 2>&1); then
 			return 0
 		fi
 		if [[ $attempt == 1 && $(ls "$corpus" 2>/dev/null | wc -l) == "$before" ]] &&
@@ -51,6 +63,8 @@ run_one() {
 	printf '%s\n[fuzz] FAILED: %s %s — rerun: go test -run %s ./%s\n' "$out" "$dir" "$target" "$target" "$dir" >&2
 	return 255 # stops xargs
 }
-export -f run_one
+FUZZ_CACHE="$(go env GOCACHE)/fuzz"
+export -f run_one binary
+export FUZZ_BIN FUZZ_CACHE
 printf '%s\n' "${targets[@]}" | xargs -P "${FUZZ_JOBS:-2}" -L 1 bash -c 'run_one "$@"' _
 printf '[fuzz] %d targets passed\n' "${#targets[@]}"

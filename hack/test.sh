@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# Runs every test, then every fuzz target briefly, in three phases that `make test` runs as jobs of
-# its graph (with no argument, all three in turn):
-#   race  every package but the real-node tier with the race detector on (hack/lib.sh RACE_FLAGS,
-#         the build go vet made), then the congestion lab
-#   fuzz  every fuzz target for FUZZTIME
-#   node  the real-node tier (test/node), on the node `make node-assets` builds; make builds the
-#         node's parts after the fuzz targets and runs this last, so its builds and tests are a
-#         line of their own in the table of timings
+# Runs every test, and every fuzz target briefly, in four phases that `make test` runs as jobs of
+# its graph (with no argument, all four in turn):
+#   race        every package but the congestion lab and the real-node tier, with the race
+#               detector on (hack/lib.sh RACE_FLAGS, the build go vet made)
+#   congestion  the congestion lab, after the race-detector tests
+#   fuzz        every fuzz target for FUZZTIME (hack/fuzz.sh); make test runs it at the lowest CPU
+#               priority beside the other phases (see the Makefile)
+#   node        the real-node tier (test/node), on the node `make node-assets` builds; make builds
+#               the node's parts after the other phases and runs this last, so its builds and
+#               tests are a line of their own in the table of timings
 # Needs the set-up first (`make test` does all of it): the tools, the control plane, the node
 # parts and the commands in bin/ (`make build`), which the tests that run commands take from there
 # instead of building their own (internal/testbin).
@@ -20,9 +22,10 @@ export NETFLEET_PREBUILT_BIN=$BIN
 gotestsum=("$BIN/gotestsum" --format "${GOTESTSUM_FORMAT:-pkgname-and-test-fails}")
 
 # The congestion-response scenario judges what real clients observed second by second; it runs
-# on its own afterwards, without the race detector, so other packages' tests do not starve its
-# tick loop (it skips the seconds in which the server did not keep time, and a run starved
-# throughout would say nothing).
+# after the other packages' tests, without the race detector, so that they do not starve its tick
+# loop (it skips the seconds in which the server did not keep time, and a run starved throughout
+# would say nothing). It raises its own CPU priority (internal/congestionlab boostPriority), above
+# the fuzz targets that may still run beside it at the lowest one.
 timed=github.com/netfleet/netfleet/internal/congestionlab
 # The end-to-end package goes first: most of its time is spent waiting on the scenarios it runs,
 # which the other packages' tests fill.
@@ -32,28 +35,25 @@ nodetier=github.com/netfleet/netfleet/test/node
 race() {
 	local pkgs
 	mapfile -t pkgs < <(echo "$e2e"; go list ./... | grep -vx -e "$timed" -e "$e2e" -e "$nodetier")
-	# Three packages at a time on two cores: many tests spend much of their time waiting on
-	# processes, control planes and real-time tick loops, so one package per core leaves a core
-	# idle about a third of the time.
-	# Meanwhile, at a CPU priority below the tests', the fuzz targets' instrumented build: on a
-	# fresh machine it takes minutes of CPU, part of which the tests' idle share covers. It is done
-	# before the congestion lab runs.
-	TIMING_GROUP=fuzz timed "fuzz targets' build (beside the tests, nice 10)" nice -n 10 "$ROOT/hack/fuzz.sh" build &
-	local fuzz_build=$! rc=0
+	# Several packages at a time on two cores: many tests spend much of their time waiting on
+	# processes, control planes and real-time tick loops, so one package per core leaves the cores
+	# idle much of the time.
 	log "go test (race detector on), every package but $timed and $nodetier, ${TEST_PACKAGES_AT_ONCE:-3} packages at a time"
 	timed "go test -race (every package but two)" "${gotestsum[@]}" --junitfile _out/junit.xml -- \
-		"${RACE_FLAGS[@]}" -ldflags=-w -count=1 -p "${TEST_PACKAGES_AT_ONCE:-3}" -timeout "${TEST_TIMEOUT:-20m}" "${pkgs[@]}" || rc=$?
-	wait "$fuzz_build" || log "the fuzz targets' build failed; the fuzz phase will say why"
-	[ "$rc" -eq 0 ] || return "$rc"
-	log "go test $timed (alone)"
+		"${RACE_FLAGS[@]}" -ldflags=-w -count=1 -p "${TEST_PACKAGES_AT_ONCE:-3}" -timeout "${TEST_TIMEOUT:-20m}" "${pkgs[@]}"
+}
+
+congestion() {
+	log "go test $timed"
 	# Built as the cgo commands are (hack/lib.sh GO_BUILD_FLAGS), whose packages it runs.
-	timed "go test congestionlab (alone)" "${gotestsum[@]}" --junitfile _out/junit-congestion.xml -- \
+	timed "go test congestionlab" "${gotestsum[@]}" --junitfile _out/junit-congestion.xml -- \
 		"${GO_BUILD_FLAGS[@]}" -count=1 -timeout 5m "$timed"
 }
 
 fuzz() {
-	log "fuzz targets, ${FUZZTIME:-3s} each"
-	TIMING_GROUP=fuzz FUZZTIME=${FUZZTIME:-3s} timed "fuzz targets" "$ROOT/hack/fuzz.sh"
+	log "fuzz targets, ${FUZZTIME:-3s} each${FUZZ_NICE:+, at nice $FUZZ_NICE}"
+	TIMING_GROUP=fuzz FUZZTIME=${FUZZTIME:-3s} timed "fuzz targets${FUZZ_NICE:+ (nice $FUZZ_NICE, beside the tests)}" \
+		nice -n "${FUZZ_NICE:-0}" "$ROOT/hack/fuzz.sh"
 }
 
 node() {
@@ -64,12 +64,14 @@ node() {
 
 case ${1:-all} in
 race) race ;;
+congestion) congestion ;;
 fuzz) fuzz ;;
 node) node ;;
 all)
 	# bin/ holds the commands of this tree: build.sh relinks only what changed.
 	"$ROOT/hack/build.sh"
 	race
+	congestion
 	node &
 	node_pid=$!
 	fuzz_rc=0
@@ -82,7 +84,7 @@ all)
 	log "all tests passed"
 	;;
 *)
-	log "unknown phase $1: want race, fuzz or node"
+	log "unknown phase $1: want race, congestion, fuzz or node"
 	exit 2
 	;;
 esac
