@@ -19,6 +19,9 @@ log() { printf '[test] %s\n' "$*"; }
 
 mkdir -p _out
 export NETFLEET_PREBUILT_BIN=$BIN
+# The programs tests build themselves (internal/testbin GoBuild) are built with the commands' flags,
+# on the packages the commands' build compiled.
+export NETFLEET_GO_BUILD_FLAGS="${GO_BUILD_FLAGS[*]}"
 gotestsum=("$BIN/gotestsum" --format "${GOTESTSUM_FORMAT:-pkgname-and-test-fails}")
 
 # The congestion-response scenario judges what real clients observed second by second; it runs

@@ -19,17 +19,19 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"github.com/netfleet/netfleet/internal/testbin"
 )
 
 // buildProgram builds one of testdata's programs into dir.
 func buildProgram(t *testing.T, dir, name string, cgo bool) string {
 	t.Helper()
 	out := filepath.Join(dir, name)
-	cmd := exec.Command("go", "build", "-o", out, "./testdata/"+name)
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	cgoEnabled := "CGO_ENABLED=0"
 	if cgo {
-		cmd.Env[len(cmd.Env)-1] = "CGO_ENABLED=1"
+		cgoEnabled = "CGO_ENABLED=1"
 	}
+	cmd := testbin.GoBuild("", []string{cgoEnabled}, "-o", out, "./testdata/"+name)
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("build %s: %v\n%s", name, err, b)
 	}

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -26,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/netfleet/netfleet/internal/testbin"
 	"github.com/netfleet/netfleet/internal/testenv"
 )
 
@@ -57,7 +57,7 @@ func testMain(m *testing.M) int {
 	}
 	defer func() { _ = os.RemoveAll(tmp) }()
 	progPath = filepath.Join(tmp, "podprog")
-	if out, err := exec.Command("go", "build", "-o", progPath, "./testdata/podprog").CombinedOutput(); err != nil {
+	if out, err := testbin.GoBuild("", nil, "-o", progPath, "./testdata/podprog").CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "build podprog: %v\n%s", err, out)
 		return 1
 	}
