@@ -157,11 +157,17 @@ func (n *Node) setUpHost(ctx context.Context) error {
 
 // stopHost kills the holder: with every other process of the node gone, the kernel drops the
 // namespaces, and with the network namespace the node's end of the veth pair (and so the machine's
-// end and its route), the bridge, and every iptables rule of the node.
+// end and its route), the bridge, and every iptables rule of the node. The kernel tears a dropped
+// network namespace down later, on a work queue, so the machine's end of the pair can outlive the
+// holder for a moment: it is deleted here (which takes the route with it), and a link already gone
+// is not an error.
 func (n *Node) stopHost() {
 	if n.host == nil {
 		return
 	}
 	_ = n.host.holder.Process.Kill()
 	<-n.host.done
+	if _, err := os.Stat(filepath.Join("/sys/class/net", n.plan.hostLink)); err == nil {
+		_, _ = run(context.Background(), commandTimeout, "ip", "link", "del", n.plan.hostLink)
+	}
 }
