@@ -45,7 +45,7 @@ run_one() {
 	local dir=$1 target=$2 out corpus before attempt bin cache
 	corpus="$dir/testdata/fuzz/$target"
 	bin=$(binary "$dir")
-	cache="$FUZZ_CACHE/$(go list "./$dir")"
+	cache="$FUZZ_CACHE/$MODULE/$dir"
 	for attempt in 1 2; do
 		printf '[fuzz] %s %s (%s)\n' "$dir" "$target" "$FUZZTIME"
 		before=$(ls "$corpus" 2>/dev/null | wc -l)
@@ -63,8 +63,10 @@ run_one() {
 	printf '%s\n[fuzz] FAILED: %s %s — rerun: go test -run %s ./%s\n' "$out" "$dir" "$target" "$target" "$dir" >&2
 	return 255 # stops xargs
 }
+# go test's fuzzing cache of a package: its build cache's fuzz/<import path>.
 FUZZ_CACHE="$(go env GOCACHE)/fuzz"
+MODULE=$(go list -m)
 export -f run_one binary
-export FUZZ_BIN FUZZ_CACHE
+export FUZZ_BIN FUZZ_CACHE MODULE
 printf '%s\n' "${targets[@]}" | xargs -P "${FUZZ_JOBS:-2}" -L 1 bash -c 'run_one "$@"' _
 printf '[fuzz] %d targets passed\n' "${#targets[@]}"

@@ -167,7 +167,5 @@ func (n *Node) stopHost() {
 	}
 	_ = n.host.holder.Process.Kill()
 	<-n.host.done
-	if _, err := os.Stat(filepath.Join("/sys/class/net", n.plan.hostLink)); err == nil {
-		_, _ = run(context.Background(), commandTimeout, "ip", "link", "del", n.plan.hostLink)
-	}
+	_, _ = run(context.Background(), commandTimeout, "ip", "link", "del", n.plan.hostLink)
 }
