@@ -170,9 +170,9 @@ dev-node: setup images ## The local control plane with a real node (containerd, 
 		--kubeconfig-out $(ROOT)/_out/dev-node/kubeconfig --ready-file $(ROOT)/_out/dev-node/ready
 
 # make test runs as one graph of jobs: the set-up, then the race-detector tests, then the congestion
-# lab; the fuzz targets from the start, at the lowest CPU priority, in the share of the cores the
-# other jobs leave idle (on a fresh machine their instrumented build, minutes of CPU, runs in the
-# race-detector tests' waits); the real-node tier last, which alone waits for the node's parts.
+# lab; the fuzz targets once the commands are built (their binaries reuse that build: hack/fuzz.sh),
+# at the lowest CPU priority, in the share of the cores the other jobs leave idle; the real-node
+# tier last, which alone waits for the node's parts.
 # golangci-lint runs beside the race-detector tests, at a lower CPU priority, in the share of the
 # cores they leave idle (they spend much of their time waiting on processes and real-time loops);
 # make test fails if it does. (The set-up jobs are goals of the sub-make too, for the order between
@@ -186,7 +186,7 @@ test/race: tools test-assets tool/helm verify/check build
 	hack/test.sh race
 test/congestion: tools build/cgo | test/race
 	hack/test.sh congestion
-test/fuzz:
+test/fuzz: | $(call AFTER,build/static build/cgo)
 	$(if $(filter test/race,$(MAKECMDGOALS)),FUZZ_NICE=19) hack/test.sh fuzz
 test/node: node-assets | test/race test/congestion
 	hack/test.sh node
