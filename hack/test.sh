@@ -41,13 +41,9 @@ race() {
 	# Three packages at a time on two cores: many tests spend much of their time waiting on
 	# processes, control planes and real-time tick loops, so one package per core leaves a core
 	# idle about a third of the time; with three, a run on a warm cache keeps both 97-99% busy.
-	# The test binaries are kept in _out/test/race between runs (hack/testbins): go test would
-	# link all of them again on every run, about a minute of CPU, where only those of the packages
-	# that changed need it.
 	log "go test (race detector on), every package but $timed and $nodetier, ${TEST_PACKAGES_AT_ONCE:-3} packages at a time"
-	timed "go test -race (every package but two)" "${gotestsum[@]}" --junitfile _out/junit.xml --raw-command -- \
-		go run "${GO_BUILD_FLAGS[@]}" ./hack/testbins -dir _out/test/race -parallel "${TEST_PACKAGES_AT_ONCE:-3}" \
-		-timeout "${TEST_TIMEOUT:-20m}" "${RACE_FLAGS[@]}" -ldflags=-w -- "${pkgs[@]}"
+	timed "go test -race (every package but two)" "${gotestsum[@]}" --junitfile _out/junit.xml -- \
+		"${RACE_FLAGS[@]}" -ldflags=-w -count=1 -p "${TEST_PACKAGES_AT_ONCE:-3}" -timeout "${TEST_TIMEOUT:-20m}" "${pkgs[@]}"
 }
 
 congestion() {
