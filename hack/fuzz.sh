@@ -43,6 +43,8 @@ mkdir -p "$FUZZ_BIN"
 printf '%s\n' "${targets[@]}" | sort -u -k1,1 | while read -r dir target; do
 	cgo=0
 	[[ $cgo_dirs != *" $ROOT/$dir "* ]] || cgo=1
+	# For the module's packages this -gcflags replaces GO_BUILD_FLAGS' all=-dwarf=false (the last
+	# matching pattern wins), so it repeats -dwarf=false.
 	CGO_ENABLED=$cgo go test -c "${GO_BUILD_FLAGS[@]}" "-gcflags=$MODULE/...=-dwarf=false -d=libfuzzer" \
 		-o "$(binary "$dir")" "./$dir"
 done
