@@ -1,10 +1,18 @@
 package controllers
 
 import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/netfleet/netfleet/api/v1alpha1"
@@ -128,5 +136,46 @@ func TestWebhookClientRefusesBadCABundle(t *testing.T) {
 	}
 	if b, _ := w.client(nil); a != b {
 		t.Error("a second client for the same bundle")
+	}
+}
+
+// answeringTransport answers every webhook call with scale: true and replicas 7 for the call's
+// uid, after waiting for the call's context to end when late is set: the transport hands the
+// answer over although the call's time has run out.
+type answeringTransport struct{ late bool }
+
+func (a answeringTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	var review v1alpha1.FleetAutoscaleReview
+	if err := json.NewDecoder(r.Body).Decode(&review); err != nil || review.Request == nil {
+		return nil, fmt.Errorf("request body: %v", err)
+	}
+	if a.late {
+		<-r.Context().Done()
+	}
+	body := fmt.Sprintf(`{"response":{"uid":%q,"scale":true,"replicas":7}}`, review.Request.UID)
+	return &http.Response{StatusCode: http.StatusOK, Status: "200 OK", Header: http.Header{},
+		Body: io.NopCloser(strings.NewReader(body)), Request: r}, nil
+}
+
+// TestWebhookLateAnswerIsATimeout: an answer handed over after the call's timeout is refused as
+// a timeout, whatever it says; the same answer in time is taken.
+func TestWebhookLateAnswerIsATimeout(t *testing.T) {
+	url := "https://scaler.invalid/scale"
+	p := &v1alpha1.WebhookPolicy{URL: &url, TimeoutSeconds: 1}
+	for _, late := range []bool{false, true} {
+		w := newWebhookCaller()
+		w.clients[sha256.Sum256(nil)] = &http.Client{Transport: answeringTransport{late: late}}
+		req := &v1alpha1.FleetAutoscaleRequest{UID: types.UID(fmt.Sprintf("call-%t", late)), Name: "f", Namespace: "ns"}
+		resp, err := w.call(context.Background(), p, "ns", req)
+		if !late {
+			if err != nil || !resp.Scale || resp.Replicas != 7 {
+				t.Fatalf("answer in time: %+v, %v; want scale to 7", resp, err)
+			}
+			continue
+		}
+		we, ok := errors.AsType[*webhookError](err)
+		if !ok || we.reason != v1alpha1.ReasonWebhookTimeout || !strings.Contains(err.Error(), "no answer within 1s") {
+			t.Fatalf("late answer: %+v, %v; want a %s error", resp, err, v1alpha1.ReasonWebhookTimeout)
+		}
 	}
 }

@@ -127,6 +127,11 @@ func (w *webhookCaller) do(ctx context.Context, p *v1alpha1.WebhookPolicy, names
 	switch {
 	case err != nil:
 		return none, classifyCallError(ctx, url, timeout, err)
+	case ctx.Err() != nil:
+		// The answer was read as the time ran out (the transport may hand over a response that
+		// raced its deadline): an answer not in by the timeout is refused like no answer, so
+		// whether a late scaler moves the fleet does not hang on which of the two came first.
+		return none, classifyCallError(ctx, url, timeout, ctx.Err())
 	case hresp.StatusCode != http.StatusOK:
 		return none, &webhookError{reason: v1alpha1.ReasonWebhookHTTPError,
 			err: fmt.Errorf("webhook %s answered %s: %s", url, hresp.Status, truncateBody(raw))}

@@ -77,11 +77,13 @@ func (w *scalerWebhook) serve(rw http.ResponseWriter, r *http.Request) {
 	case "/keep":
 		_, _ = fmt.Fprintf(rw, `{"response":{"uid":%q,"scale":false,"replicas":1}}`, uid)
 	case "/slow":
+		// No answer while the caller waits: the handler ends when the caller gives up (or, as a
+		// bound, after a minute, with an error), so no answer of it can ever be taken.
 		select {
 		case <-r.Context().Done():
-		case <-time.After(5 * time.Second):
+		case <-time.After(time.Minute):
+			http.Error(rw, "too slow", http.StatusGatewayTimeout)
 		}
-		_, _ = fmt.Fprintf(rw, `{"response":{"uid":%q,"scale":true,"replicas":1}}`, uid)
 	case "/error":
 		http.Error(rw, "scaler is broken", http.StatusInternalServerError)
 	case "/malformed":
