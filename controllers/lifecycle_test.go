@@ -389,7 +389,14 @@ func TestAllocationFinishedAfterOperatorStop(t *testing.T) {
 		t.Fatalf("the result was recorded before the game had it: %+v (%v)", got.Status, err)
 	}
 
-	// A new operator, with no memory of the first one's, finishes the allocation.
+	// A new operator, with no memory of the first one's, finishes the allocation. A new operator's
+	// cache has listed every GameServer before its first pass, the first one's mark included; the
+	// running cache this one shares may still lag the mark the test just read from the API server.
+	waitFor(t, waitLong, "the mark in the operator's cache", func() (bool, error) {
+		got := &v1alpha1.GameServer{}
+		err := operator.Get(ctx, client.ObjectKeyFromObject(gs), got)
+		return err == nil && got.Status.AllocatedBy == string(a.UID), err
+	})
 	mu.Lock()
 	busy = false
 	mu.Unlock()
