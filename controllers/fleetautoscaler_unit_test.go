@@ -146,8 +146,11 @@ type answeringTransport struct{ late bool }
 
 func (a answeringTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	var review v1alpha1.FleetAutoscaleReview
-	if err := json.NewDecoder(r.Body).Decode(&review); err != nil || review.Request == nil {
-		return nil, fmt.Errorf("request body: %v", err)
+	if err := json.NewDecoder(r.Body).Decode(&review); err != nil {
+		return nil, fmt.Errorf("request body: %w", err)
+	}
+	if review.Request == nil {
+		return nil, errors.New("request body: no request")
 	}
 	if a.late {
 		<-r.Context().Done()
