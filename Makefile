@@ -169,21 +169,27 @@ dev-node: setup images ## The local control plane with a real node (containerd, 
 	$(BIN)/netfleet-dev --node --load $(ROOT)/_out/images/operator.tar --load $(ROOT)/_out/images/gameserver.tar \
 		--kubeconfig-out $(ROOT)/_out/dev-node/kubeconfig --ready-file $(ROOT)/_out/dev-node/ready
 
-# make test runs as one graph of jobs: the set-up, then the race-detector tests, then the congestion
-# lab; the fuzz targets once the commands are built (their binaries reuse that build: hack/fuzz.sh),
-# at the lowest CPU priority, in the share of the cores the other jobs leave idle; the real-node
-# tier last, which alone waits for the node's parts.
+# make test runs as one graph of jobs: the set-up, the race-detector test binaries beside the
+# control plane, then the race-detector tests, then the congestion lab; the fuzz targets once the
+# commands are built (their binaries reuse that build: hack/fuzz.sh), at the lowest CPU priority,
+# in the share of the cores the other jobs leave idle; the real-node tier last, which alone waits
+# for the node's parts.
 # golangci-lint runs beside the race-detector tests, at a lower CPU priority, in the share of the
 # cores they leave idle (they spend much of their time waiting on processes and real-time loops);
 # make test fails if it does. (The set-up jobs are goals of the sub-make too, for the order between
 # them; see AFTER.)
 .PHONY: test
 test: deps ## Install what is needed, verify, and run every test.
-	$(MAKE) --no-print-directory -j$(SETUP_JOBS) $(TEST_SETUP) test/race test/congestion test/fuzz test/node || rc=$$?; $(TIMINGS); exit $${rc:-0}
+	$(MAKE) --no-print-directory -j$(SETUP_JOBS) $(TEST_SETUP) test/race-bins test/race test/congestion test/fuzz test/node || rc=$$?; $(TIMINGS); exit $${rc:-0}
 
-.PHONY: test/race test/congestion test/fuzz test/node
-test/race: tools test-assets tool/helm verify/check build
+.PHONY: test/race test/race-bins test/congestion test/fuzz test/node
+test/race: tools test-assets tool/helm verify/check build test/race-bins
 	hack/test.sh race
+# The race-detector test binaries, after go vet, which compiled their packages; in make test
+# beside the control plane (which the tests need; its build leaves part of a core idle), below
+# its CPU priority.
+test/race-bins: verify/check
+	$(if $(filter test/race,$(MAKECMDGOALS)),nice -n 10) hack/test.sh racebuild
 test/congestion: tools build/cgo | test/race
 	hack/test.sh congestion
 test/fuzz: | $(call AFTER,build/static build/cgo)

@@ -35,15 +35,30 @@ timed=github.com/netfleet/netfleet/internal/congestionlab
 e2e=github.com/netfleet/netfleet/test/e2e
 nodetier=github.com/netfleet/netfleet/test/node
 
-race() {
+# racebins runs hack/testbins on every package but the congestion lab and the real-node tier:
+# the race-detector test binaries are kept in _out/test/race between runs, where go test would
+# link all of them again on every run (about a minute of CPU) and only those of the packages that
+# changed need it. The end-to-end package goes first (see e2e).
+racebins() {
 	local pkgs
 	mapfile -t pkgs < <(echo "$e2e"; go list ./... | grep -vx -e "$timed" -e "$e2e" -e "$nodetier")
+	go run "${GO_BUILD_FLAGS[@]}" ./hack/testbins -dir _out/test/race "$@" -- "${RACE_FLAGS[@]}" -ldflags=-w -- "${pkgs[@]}"
+}
+
+# The test binaries alone: make test builds them beside the control plane, in the share of the
+# cores its build leaves idle, so that the tests start running as soon as it is done.
+racebuild() {
+	log "race-detector test binaries, every package but $timed and $nodetier"
+	timed "race-detector test binaries" racebins -build-only
+}
+
+race() {
 	# Three packages at a time on two cores: many tests spend much of their time waiting on
 	# processes, control planes and real-time tick loops, so one package per core leaves a core
 	# idle about a third of the time; with three, a run on a warm cache keeps both 97-99% busy.
 	log "go test (race detector on), every package but $timed and $nodetier, ${TEST_PACKAGES_AT_ONCE:-3} packages at a time"
-	timed "go test -race (every package but two)" "${gotestsum[@]}" --junitfile _out/junit.xml -- \
-		"${RACE_FLAGS[@]}" -ldflags=-w -count=1 -p "${TEST_PACKAGES_AT_ONCE:-3}" -timeout "${TEST_TIMEOUT:-20m}" "${pkgs[@]}"
+	timed "go test -race (every package but two)" "${gotestsum[@]}" --junitfile _out/junit.xml --raw-command -- \
+		"$ROOT/hack/test.sh" racebins -parallel "${TEST_PACKAGES_AT_ONCE:-3}" -timeout "${TEST_TIMEOUT:-20m}"
 }
 
 congestion() {
@@ -66,6 +81,8 @@ node() {
 }
 
 case ${1:-all} in
+racebins) shift; racebins "$@" ;;
+racebuild) racebuild ;;
 race) race ;;
 congestion) congestion ;;
 fuzz) fuzz ;;
