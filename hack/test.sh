@@ -30,18 +30,20 @@ gotestsum=("$BIN/gotestsum" --format "${GOTESTSUM_FORMAT:-pkgname-and-test-fails
 # would say nothing). It raises its own CPU priority (internal/congestionlab boostPriority), above
 # the fuzz targets that may still run beside it at the lowest one.
 timed=github.com/netfleet/netfleet/internal/congestionlab
-# The end-to-end package goes first: most of its time is spent waiting on the scenarios it runs,
-# which the other packages' tests fill.
-e2e=github.com/netfleet/netfleet/test/e2e
+# The longest packages go first, so that none of them starts late and ends alone: the operator's
+# (about 2.5 min with the race detector, its tests one after another on one control plane) and
+# the end-to-end package (about 2 min, most of it spent waiting on the scenarios it runs, which
+# the other packages' tests fill), then the snapshot replication's (about 1 min).
+first=(github.com/netfleet/netfleet/controllers github.com/netfleet/netfleet/test/e2e github.com/netfleet/netfleet/gameserver/snapshot)
 nodetier=github.com/netfleet/netfleet/test/node
 
 # racebins runs hack/testbins on every package but the congestion lab and the real-node tier:
 # the race-detector test binaries are kept in _out/test/race between runs, where go test would
 # link all of them again on every run (about a minute of CPU) and only those of the packages that
-# changed need it. The end-to-end package goes first (see e2e).
+# changed need it. The longest packages go first (see first).
 racebins() {
 	local pkgs
-	mapfile -t pkgs < <(echo "$e2e"; go list ./... | grep -vx -e "$timed" -e "$e2e" -e "$nodetier")
+	mapfile -t pkgs < <(printf '%s\n' "${first[@]}"; go list ./... | grep -vx -e "$timed" -e "$nodetier")
 	go run "${GO_BUILD_FLAGS[@]}" ./hack/testbins -dir _out/test/race "$@" -- "${RACE_FLAGS[@]}" -ldflags=-w -- "${pkgs[@]}"
 }
 
