@@ -95,6 +95,20 @@ func getServer(t *testing.T, ns, name string) (v1alpha1.GameServer, bool) {
 	return gs, true
 }
 
+// waitArenaCapacity waits until the servers' statuses carry the arena's capacity. The players
+// come from each process's lifecycle report, which the operator may first read after the server
+// is Ready.
+func waitArenaCapacity(t *testing.T, ns string, servers ...server) {
+	t.Helper()
+	for _, s := range servers {
+		waitFor(t, s.gs.Name+"'s capacity in its status", waitLimit, func() (bool, error) {
+			gs, _ := getServer(t, ns, s.gs.Name)
+			p := gs.Status.Players
+			return p != nil && p.Capacity == arenaMaxPlayers, fmt.Errorf("players status %+v, want capacity %d", p, arenaMaxPlayers)
+		})
+	}
+}
+
 // TestMatchLifecycle runs arena servers through matches: the game gets its allocation's payload
 // and metadata (it reports the match it read on its GameServer), ends a match and is reused, then
 // ends one with Shutdown and is replaced by its Fleet.
@@ -103,9 +117,7 @@ func TestMatchLifecycle(t *testing.T) {
 	ns := newNamespace(t, "match")
 	createArenaFleet(t, ns, "arena", 1, nil)
 	first := waitConverged(t, ns, "arena")[0]
-	if p := first.gs.Status.Players; p == nil || p.Capacity != arenaMaxPlayers {
-		t.Fatalf("players status %+v, want capacity %d", p, arenaMaxPlayers)
-	}
+	waitArenaCapacity(t, ns, first)
 
 	st, uid := allocateWith(t, ns, v1alpha1.GameServerAllocationSpec{
 		Fleet:    "arena",
@@ -155,7 +167,8 @@ func TestBackfill(t *testing.T) {
 	ensureOperator(t)
 	ns := newNamespace(t, "backfill")
 	createArenaFleet(t, ns, "arena", 2, nil)
-	waitConverged(t, ns, "arena")
+	// An allocation that asks for room needs the servers' capacities.
+	waitArenaCapacity(t, ns, waitConverged(t, ns, "arena")...)
 	a, _ := allocateWith(t, ns, v1alpha1.GameServerAllocationSpec{Fleet: "arena", PlayerRoom: 5})
 	// Backfill prefers the servers the operator's cache shows Allocated: let it show this one.
 	waitFor(t, "the fleet counting the allocated server", waitLimit, func() (bool, error) {
