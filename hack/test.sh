@@ -30,7 +30,8 @@ gotestsum=("$BIN/gotestsum" --format "${GOTESTSUM_FORMAT:-pkgname-and-test-fails
 # would say nothing). It raises its own CPU priority (internal/congestionlab boostPriority), above
 # the fuzz targets that may still run beside it at the lowest one.
 timed=github.com/netfleet/netfleet/internal/congestionlab
-# The longest packages go first, so that none of them starts late and ends alone: the operator's
+# The longest packages go first, so that none of them starts late and ends alone. testbins orders
+# a run by the durations of the last one; on the first, these lead: the operator's
 # (about 2.5 min with the race detector, its tests one after another on one control plane) and
 # the end-to-end package (about 2 min, most of it spent waiting on the scenarios it runs, which
 # the other packages' tests fill), then the snapshot replication's (about 1 min).

@@ -2,8 +2,9 @@
 // keeps between runs: each package's binary is built with `go test -c` into a directory of its
 // own, which go relinks only when the package or a dependency changed, where go test links every
 // binary again on every run (on netfleet's 36 race-detector test binaries, about a minute of CPU
-// per run). The binaries then run -parallel at a time, in the order the packages are given, each in
-// its package's directory under test2json, and their events are written to stdout, whole lines at
+// per run). The binaries then run -parallel at a time, longest first by how long each took in the
+// last run (kept in the directory; packages never run first, in the order given), each in its
+// package's directory under test2json, and their events are written to stdout, whole lines at
 // a time, for gotestsum (--raw-command) to read.
 //
 //	testbins -dir _out/test/race -parallel 3 -timeout 20m -- -race -ldflags=-w -- ./...
@@ -16,19 +17,23 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 )
 
 func main() {
@@ -128,26 +133,94 @@ func (r *runner) run(ctx context.Context, patterns []string) int {
 		fmt.Fprintln(r.stderr, "testbins:", err)
 		return 2
 	}
+	took := r.loadDurations()
+	longestFirst(pkgs, took)
 	var (
 		wg     sync.WaitGroup
 		slots  = make(chan struct{}, r.parallel)
-		failMu sync.Mutex
+		mu     sync.Mutex
 		failed []string
 	)
 	for _, p := range pkgs {
 		slots <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-slots }()
-			if err := r.test(ctx, tool, p); err != nil {
-				failMu.Lock()
+			start := time.Now()
+			err := r.test(ctx, tool, p)
+			mu.Lock()
+			defer mu.Unlock()
+			took[p.ImportPath] = time.Since(start)
+			if err != nil {
 				failed = append(failed, p.ImportPath)
-				failMu.Unlock()
 			}
 		})
 	}
 	wg.Wait()
+	if err := r.saveDurations(took); err != nil {
+		fmt.Fprintln(r.stderr, "testbins:", err)
+	}
 	if len(failed) > 0 {
 		fmt.Fprintf(r.stderr, "testbins: %d of %d packages failed: %s\n", len(failed), len(pkgs), strings.Join(failed, " "))
+		return 1
+	}
+	return 0
+}
+
+// durationsFile, in the binaries' directory, holds how long each package's tests took when they
+// last ran: "<seconds>\t<import path>" lines.
+const durationsFile = "durations.tsv"
+
+// loadDurations reads durationsFile; a missing or unreadable one is no durations.
+func (r *runner) loadDurations() map[string]time.Duration {
+	took := map[string]time.Duration{}
+	b, err := os.ReadFile(filepath.Join(r.dir, durationsFile))
+	if err != nil {
+		return took
+	}
+	for line := range strings.Lines(string(b)) {
+		secs, pkg, ok := strings.Cut(strings.TrimSpace(line), "\t")
+		f, err := strconv.ParseFloat(secs, 64)
+		if ok && err == nil && f >= 0 && pkg != "" {
+			took[pkg] = time.Duration(f * float64(time.Second))
+		}
+	}
+	return took
+}
+
+// saveDurations writes took to durationsFile, whole or not at all.
+func (r *runner) saveDurations(took map[string]time.Duration) error {
+	var b strings.Builder
+	for _, pkg := range slices.Sorted(maps.Keys(took)) {
+		fmt.Fprintf(&b, "%.3f\t%s\n", took[pkg].Seconds(), pkg)
+	}
+	tmp := filepath.Join(r.dir, durationsFile+".tmp")
+	if err := os.WriteFile(tmp, []byte(b.String()), 0o644); err != nil {
+		return fmt.Errorf("save durations: %w", err)
+	}
+	if err := os.Rename(tmp, filepath.Join(r.dir, durationsFile)); err != nil {
+		return fmt.Errorf("save durations: %w", err)
+	}
+	return nil
+}
+
+// longestFirst orders the packages so that the longest start first, by how long they took when
+// they last ran, and none of them starts late and ends alone: those never run first (they may be
+// long), in the order given, then the others, longest first.
+func longestFirst(pkgs []testPkg, took map[string]time.Duration) {
+	slices.SortStableFunc(pkgs, func(a, b testPkg) int {
+		da, oka := took[a.ImportPath]
+		db, okb := took[b.ImportPath]
+		switch {
+		case !oka || !okb:
+			return cmp.Compare(b2i(oka), b2i(okb))
+		default:
+			return cmp.Compare(db, da)
+		}
+	})
+}
+
+func b2i(b bool) int {
+	if b {
 		return 1
 	}
 	return 0

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // module writes a small module: two packages whose import paths end alike (one passes, one
@@ -186,6 +187,38 @@ func TestRunnerBuildOnly(t *testing.T) {
 	}
 	if got := links(t, root); len(got) != 0 {
 		t.Errorf("the run after the build linked %q, want nothing", got)
+	}
+}
+
+// TestRunnerLongestFirst: the packages run longest first by the durations of the last run, those
+// it did not time before them in the order given; the run records its own durations.
+func TestRunnerLongestFirst(t *testing.T) {
+	root := module(t)
+	bins := filepath.Join(root, "_bins")
+	if err := os.MkdirAll(bins, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	last := "1.5\texample.com/m/a/x\n30.0\texample.com/m/d\nnot a line\n"
+	if err := os.WriteFile(filepath.Join(bins, durationsFile), []byte(last), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := &runner{dir: bins, parallel: 1, timeout: "1m"}
+	code, events, stderr := runIn(t, root, r, "./a/x", "./b/x", "./d", "./e")
+	if code != 1 {
+		t.Fatalf("exit code %d, want 1 (b/x fails); stderr:\n%s", code, stderr)
+	}
+	var order []string
+	for _, e := range events {
+		if e.Action == "start" {
+			order = append(order, strings.TrimPrefix(e.Package, "example.com/m/"))
+		}
+	}
+	if got := strings.Join(order, " "); got != "b/x e d a/x" {
+		t.Errorf("ran %s, want b/x e (never timed, in the order given), then d a/x (longest first)", got)
+	}
+	took := r.loadDurations()
+	if len(took) != 4 || took["example.com/m/d"] >= 30*time.Second || took["example.com/m/b/x"] <= 0 {
+		t.Errorf("durations after the run: %v, want the four packages' own", took)
 	}
 }
 
