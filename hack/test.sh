@@ -56,12 +56,14 @@ racebuild() {
 }
 
 race() {
-	# Three packages at a time on two cores: many tests spend much of their time waiting on
+	# Four packages at a time on two cores: many tests spend much of their time waiting on
 	# processes, control planes and real-time tick loops, so one package per core leaves a core
-	# idle about a third of the time; with three, a run on a warm cache keeps both 97-99% busy.
-	log "go test (race detector on), every package but $timed and $nodetier, ${TEST_PACKAGES_AT_ONCE:-3} packages at a time"
+	# idle about a third of the time. With the binaries linked ahead and the longest packages
+	# first, four took 2m48s on a warm cache (three, in the fixed order, 3m54s; go test -p 3,
+	# linking as it went, 4m41s).
+	log "go test (race detector on), every package but $timed and $nodetier, ${TEST_PACKAGES_AT_ONCE:-4} packages at a time"
 	timed "go test -race (every package but two)" "${gotestsum[@]}" --junitfile _out/junit.xml --raw-command -- \
-		"$ROOT/hack/test.sh" racebins -parallel "${TEST_PACKAGES_AT_ONCE:-3}" -timeout "${TEST_TIMEOUT:-20m}"
+		"$ROOT/hack/test.sh" racebins -parallel "${TEST_PACKAGES_AT_ONCE:-4}" -timeout "${TEST_TIMEOUT:-20m}"
 }
 
 congestion() {
