@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# Runs every test, and every fuzz target briefly, in four phases that `make test` runs as jobs of
-# its graph (with no argument, all four in turn):
+# Runs every test, and every fuzz target briefly, in phases that `make test` runs as jobs of its
+# graph (with no argument, all but racebuild in turn):
+#   racebuild   the race phase's test binaries alone (hack/testbins -build-only), so that make
+#               can build them ahead, beside the control plane
 #   race        every package but the congestion lab and the real-node tier, with the race
-#               detector on (hack/lib.sh RACE_FLAGS, the build go vet made)
+#               detector on (hack/lib.sh RACE_FLAGS, the build go vet made), from test binaries
+#               kept in _out/test/race (hack/testbins)
 #   congestion  the congestion lab, after the race-detector tests
 #   fuzz        every fuzz target for FUZZTIME (hack/fuzz.sh); make test runs it at the lowest CPU
 #               priority beside the other phases (see the Makefile)
