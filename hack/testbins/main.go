@@ -51,9 +51,9 @@ func main() {
 
 const usage = "usage: testbins -dir DIR [-parallel N] [-timeout D] [-build-only] -- [go build flags] -- <package>..."
 
-// parseArgs reads `-dir DIR [-parallel N] [-timeout D] -- [go build flags] -- <package>...`: the
-// runner's own flags, then go's, each list ended by --, so that go's flags are not taken for
-// the runner's.
+// parseArgs reads `-dir DIR [-parallel N] [-timeout D] [-build-only] -- [go build flags] --
+// <package>...`: the runner's own flags, then go's, each list ended by --, so that go's flags
+// are not taken for the runner's.
 func parseArgs(args []string, stderr io.Writer) (*runner, []string, error) {
 	fs := flag.NewFlagSet("testbins", flag.ContinueOnError)
 	fs.SetOutput(stderr)
