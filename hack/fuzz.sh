@@ -35,8 +35,7 @@ binary() { echo "$FUZZ_BIN/${1//\//_}.test"; }
 MODULE=$(go list -m)
 # cgo_dirs: the directories of the packages whose test binaries link libenet; these are built with
 # cgo, as the game servers are, the others without, as the operator is.
-cgo_dirs=" $(go list -test -f '{{if eq .Name "main"}}{{.Dir}} {{join .Deps " "}}{{end}}' \
-	$(printf './%s\n' "${targets[@]%% *}" | sort -u) | grep -E " $MODULE/gameserver/enet( |\$)" | cut -d' ' -f1 | tr '\n' ' ')"
+cgo_dirs=" $(link_kinds -test $(printf './%s\n' "${targets[@]%% *}" | sort -u) | awk '$3 == "cgo" { print $2 }' | tr '\n' ' ')"
 # The instrumentation does not depend on the target: one build per package, one after another
 # (each go test -c builds with every core).
 mkdir -p "$FUZZ_BIN"

@@ -28,11 +28,22 @@ GO_BUILD_FLAGS=(-trimpath -tags "$GO_BUILD_TAGS" -gcflags=all=-dwarf=false)
 # with -w too.) A failing test is rerun with plain `go test -race`.
 RACE_FLAGS=(-race -gcflags=all=-dwarf=false)
 
+# link_kinds <go list arguments>...: every main package go list names (with -test, every test
+# binary's too), one per line as "<import path> <dir> <kind>": cgo for those that link libenet
+# (through gameserver/enet, or its test variant in its own test binary), else static.
+link_kinds() {
+	go list -f '{{if eq .Name "main"}}{{.ImportPath}} {{.Dir}} {{join .Deps " "}}{{end}}' "$@" |
+		awk -v enet=github.com/netfleet/netfleet/gameserver/enet 'NF {
+			kind = "static"
+			for (i = 3; i <= NF; i++) if ($i == enet) kind = "cgo"
+			print $1, $2, kind
+		}'
+}
+
 # netfleet_commands: every command's package, under cmd/ and examples/*/cmd/, one per line as
-# "<import path> <kind>": cgo for those that link libenet (through gameserver/enet), else static.
+# "<import path> <kind>" (see link_kinds).
 netfleet_commands() {
-	go list -f '{{if eq .Name "main"}}{{.ImportPath}} {{range .Deps}}{{if eq . "github.com/netfleet/netfleet/gameserver/enet"}}cgo{{end}}{{end}}{{end}}' ./cmd/... ./examples/... |
-		awk 'NF { print $1, ($2 == "cgo" ? "cgo" : "static") }'
+	link_kinds ./cmd/... ./examples/... | awk '{ print $1, $3 }'
 }
 
 # --- step timing ---------------------------------------------------------------------------------

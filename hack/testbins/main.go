@@ -211,19 +211,14 @@ func longestFirst(pkgs []testPkg, took map[string]time.Duration) {
 		da, oka := took[a.ImportPath]
 		db, okb := took[b.ImportPath]
 		switch {
-		case !oka || !okb:
-			return cmp.Compare(b2i(oka), b2i(okb))
+		case oka == okb:
+			return cmp.Compare(db, da) // both untimed: 0, the order given
+		case oka:
+			return 1
 		default:
-			return cmp.Compare(db, da)
+			return -1
 		}
 	})
-}
-
-func b2i(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 // list resolves the patterns to the packages that have test files, in the order given (the first
